@@ -1,0 +1,301 @@
+// Package config loads Gantry's process configuration once, from environment
+// variables overridden by command-line flags, and validates it before anything
+// starts. docs/configuration.md is the table a reader looks at; Vars below is
+// the same table in code, so an unknown GANTRY_* variable can be refused.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything a gantry process needs to know about its surroundings.
+type Config struct {
+	DatabaseURL    string        // DATABASE_URL; empty means "start the private cluster" (gantry dev only)
+	Addr           string        // GANTRY_ADDR
+	BaseURL        *url.URL      // GANTRY_BASE_URL, used in links that leave the process (emails)
+	SecretKey      []byte        // GANTRY_SECRET_KEY, signs links and cookies
+	ConfigFile     string        // GANTRY_CONFIG, path of gantry.yaml
+	DataDir        string        // GANTRY_DATA_DIR, the private cluster and dev secrets
+	LogLevel       slog.Level    // GANTRY_LOG_LEVEL
+	LogFormat      string        // GANTRY_LOG_FORMAT: text or json
+	DBMaxConns     int32         // GANTRY_DB_MAX_CONNS
+	WorkerCount    int           // GANTRY_WORKERS: jobs worked at once per queue
+	SessionTTL     time.Duration // GANTRY_SESSION_TTL
+	LoginAttempts  int           // GANTRY_LOGIN_ATTEMPTS per email or IP in LoginWindow
+	LoginWindow    time.Duration // GANTRY_LOGIN_WINDOW
+	APIRate        float64       // GANTRY_API_RATE, requests per second per client
+	APIBurst       int           // GANTRY_API_BURST
+	RequestTimeout time.Duration // GANTRY_REQUEST_TIMEOUT for ordinary requests
+	ShutdownGrace  time.Duration // GANTRY_SHUTDOWN_GRACE, how long running jobs get to finish
+}
+
+// Var documents one environment variable.
+type Var struct {
+	Name    string
+	Default string
+	Help    string
+}
+
+// Vars is every variable Gantry reads. Keep docs/configuration.md in step.
+var Vars = []Var{
+	{"DATABASE_URL", "", "PostgreSQL connection URL. Unset under `gantry dev`: a private cluster is started in GANTRY_DATA_DIR/postgres."},
+	{"GANTRY_ADDR", ":8080", "Address the web server listens on."},
+	{"GANTRY_BASE_URL", "http://localhost:8080", "External URL of Gantry, used in links sent by email; https enables Secure cookies and HSTS."},
+	{"GANTRY_SECRET_KEY", "", "At least 32 characters; signs approval links. Required by serve/worker; gantry dev generates one in GANTRY_DATA_DIR."},
+	{"GANTRY_CONFIG", "", "Path of gantry.yaml (repositories, pools, pipelines)."},
+	{"GANTRY_DATA_DIR", ".gantry", "Directory for the private PostgreSQL cluster and dev secrets."},
+	{"GANTRY_LOG_LEVEL", "info", "debug, info, warn or error."},
+	{"GANTRY_LOG_FORMAT", "text", "text or json."},
+	{"GANTRY_DB_MAX_CONNS", "20", "Size of the process's one pgx pool (web, workers and River's listener share it)."},
+	{"GANTRY_WORKERS", "10", "Jobs worked at once per queue by this process."},
+	{"GANTRY_SESSION_TTL", "12h", "How long a browser session lasts."},
+	{"GANTRY_LOGIN_ATTEMPTS", "5", "Failed logins allowed per email and per IP address within GANTRY_LOGIN_WINDOW."},
+	{"GANTRY_LOGIN_WINDOW", "15m", "Window for GANTRY_LOGIN_ATTEMPTS."},
+	{"GANTRY_API_RATE", "20", "API requests per second allowed per token or address (per process)."},
+	{"GANTRY_API_BURST", "40", "Burst size for GANTRY_API_RATE."},
+	{"GANTRY_REQUEST_TIMEOUT", "30s", "Time limit for an ordinary request (live streams are exempt)."},
+	{"GANTRY_SHUTDOWN_GRACE", "30s", "On stop, how long running jobs may finish before they are cancelled and retried later."},
+}
+
+// FieldError names the variable that is wrong and why.
+type FieldError struct {
+	Var    string
+	Value  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Var, e.Reason)
+	}
+	return fmt.Sprintf("%s=%q: %s", e.Var, e.Value, e.Reason)
+}
+
+// Load reads the environment (as os.Environ formats it) and applies
+// overrides, which are flag values keyed by variable name. Unknown GANTRY_*
+// variables are an error so that a typo does not silently fall back to a
+// default.
+func Load(environ []string, overrides map[string]string) (*Config, error) {
+	known := make(map[string]Var, len(Vars))
+	for _, v := range Vars {
+		known[v.Name] = v
+	}
+	values := make(map[string]string)
+	var errs []error
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if _, ok := known[name]; ok {
+			values[name] = value
+			continue
+		}
+		if strings.HasPrefix(name, "GANTRY_") && !allowedExtra(name) {
+			errs = append(errs, &FieldError{Var: name, Reason: "unknown variable" + suggest(name, known)})
+		}
+	}
+	for name, value := range overrides {
+		if _, ok := known[name]; !ok {
+			return nil, fmt.Errorf("config: override for unknown variable %s", name)
+		}
+		values[name] = value
+	}
+	get := func(name string) string {
+		if v, ok := values[name]; ok && v != "" {
+			return v
+		}
+		return known[name].Default
+	}
+
+	c := &Config{
+		DatabaseURL: get("DATABASE_URL"),
+		Addr:        get("GANTRY_ADDR"),
+		ConfigFile:  get("GANTRY_CONFIG"),
+		DataDir:     get("GANTRY_DATA_DIR"),
+		LogFormat:   get("GANTRY_LOG_FORMAT"),
+	}
+	fail := func(name, reason string) {
+		errs = append(errs, &FieldError{Var: name, Value: get(name), Reason: reason})
+	}
+
+	if c.DatabaseURL != "" {
+		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			errs = append(errs, &FieldError{Var: "DATABASE_URL", Reason: "must be a postgres:// or postgresql:// URL"})
+		}
+	}
+	if _, port, err := net.SplitHostPort(c.Addr); err != nil {
+		fail("GANTRY_ADDR", "must be host:port or :port")
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		fail("GANTRY_ADDR", "port must be a number from 0 to 65535")
+	}
+	if u, err := url.Parse(get("GANTRY_BASE_URL")); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fail("GANTRY_BASE_URL", "must be an absolute http:// or https:// URL")
+	} else {
+		u.Path = strings.TrimSuffix(u.Path, "/")
+		c.BaseURL = u
+	}
+	if key := get("GANTRY_SECRET_KEY"); key != "" {
+		if len(key) < 32 {
+			errs = append(errs, &FieldError{Var: "GANTRY_SECRET_KEY", Reason: "must be at least 32 characters (e.g. `openssl rand -hex 32`)"})
+		}
+		c.SecretKey = []byte(key)
+	}
+	if c.ConfigFile != "" {
+		if _, err := os.Stat(c.ConfigFile); err != nil {
+			fail("GANTRY_CONFIG", "cannot read the file: "+errors.Unwrap(err).Error())
+		}
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("GANTRY_LOG_LEVEL"))); err != nil {
+		fail("GANTRY_LOG_LEVEL", "must be debug, info, warn or error")
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		fail("GANTRY_LOG_FORMAT", "must be text or json")
+	}
+	c.DBMaxConns = int32(positiveInt(get, fail, "GANTRY_DB_MAX_CONNS", 4))
+	c.WorkerCount = positiveInt(get, fail, "GANTRY_WORKERS", 1)
+	c.LoginAttempts = positiveInt(get, fail, "GANTRY_LOGIN_ATTEMPTS", 1)
+	c.APIBurst = positiveInt(get, fail, "GANTRY_API_BURST", 1)
+	c.SessionTTL = positiveDuration(get, fail, "GANTRY_SESSION_TTL")
+	c.LoginWindow = positiveDuration(get, fail, "GANTRY_LOGIN_WINDOW")
+	c.RequestTimeout = positiveDuration(get, fail, "GANTRY_REQUEST_TIMEOUT")
+	c.ShutdownGrace = positiveDuration(get, fail, "GANTRY_SHUTDOWN_GRACE")
+	if r, err := strconv.ParseFloat(get("GANTRY_API_RATE"), 64); err != nil || r <= 0 {
+		fail("GANTRY_API_RATE", "must be a positive number")
+	} else {
+		c.APIRate = r
+	}
+
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration:\n  %w", joinLines(errs))
+	}
+	return c, nil
+}
+
+// RequireServerSettings checks what serve and worker need but dev provides itself.
+func (c *Config) RequireServerSettings() error {
+	var errs []error
+	if c.DatabaseURL == "" {
+		errs = append(errs, &FieldError{Var: "DATABASE_URL", Reason: "required (gantry dev starts its own database; serve and worker do not)"})
+	}
+	if len(c.SecretKey) == 0 {
+		errs = append(errs, &FieldError{Var: "GANTRY_SECRET_KEY", Reason: "required: at least 32 random characters, the same on every process"})
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid configuration:\n  %w", joinLines(errs))
+	}
+	return nil
+}
+
+// EnsureDevSecret gives a dev process a secret key that survives restarts, so
+// emailed links keep working after Ctrl-C and start again.
+func (c *Config) EnsureDevSecret() error {
+	if len(c.SecretKey) > 0 {
+		return nil
+	}
+	path := filepath.Join(c.DataDir, "secret-key")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		c.SecretKey = []byte(strings.TrimSpace(string(b)))
+		return nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return fmt.Errorf("generating secret key: %w", err)
+	}
+	key := hex.EncodeToString(buf)
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", c.DataDir, err)
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	c.SecretKey = []byte(key)
+	return nil
+}
+
+// SecureCookies reports whether cookies must carry the Secure attribute.
+func (c *Config) SecureCookies() bool { return c.BaseURL.Scheme == "https" }
+
+// allowedExtra lists GANTRY_* variables read by other parts (tests, tooling)
+// rather than by the server itself.
+func allowedExtra(name string) bool {
+	return strings.HasPrefix(name, "GANTRY_TEST_") || strings.HasPrefix(name, "GANTRY_E2E_") ||
+		name == "GANTRY_CHROMIUM"
+}
+
+func positiveInt(get func(string) string, fail func(string, string), name string, min int) int {
+	n, err := strconv.Atoi(get(name))
+	if err != nil || n < min {
+		fail(name, fmt.Sprintf("must be a whole number of at least %d", min))
+	}
+	return n
+}
+
+func positiveDuration(get func(string) string, fail func(string, string), name string) time.Duration {
+	d, err := time.ParseDuration(get(name))
+	if err != nil || d <= 0 {
+		fail(name, "must be a positive duration such as 30s, 15m or 12h")
+	}
+	return d
+}
+
+func suggest(name string, known map[string]Var) string {
+	best, bestDist := "", 4
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if d := levenshtein(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return " (see docs/configuration.md)"
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+type lines []error
+
+func (l lines) Error() string {
+	s := make([]string, len(l))
+	for i, e := range l {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n  ")
+}
+
+func (l lines) Unwrap() []error { return l }
+
+func joinLines(errs []error) error { return lines(errs) }

@@ -1,0 +1,100 @@
+// Package jobs holds Gantry's background work as River jobs: one file per job
+// kind (its Args and its Worker), the registry of workers and periodic jobs,
+// and the two River clients a process needs.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/gantryhq/gantry/models"
+)
+
+// Queues, one per area, so a slow area cannot starve another.
+const (
+	QueueDefault      = river.QueueDefault
+	QueueMaintenance  = "maintenance"
+	QueueInfra        = "infra"
+	QueueEnvironments = "environments"
+	QueueDaemons      = "daemons"
+	QueueModules      = "modules"
+	QueuePipelines    = "pipelines"
+)
+
+// AllQueues lists every queue a worker process works.
+var AllQueues = []string{QueueDefault, QueueMaintenance, QueueInfra, QueueEnvironments, QueueDaemons, QueueModules, QueuePipelines}
+
+// Deps are what workers need; each worker takes only its part of it.
+type Deps struct {
+	DB     *models.DB
+	Logger *slog.Logger
+}
+
+// ClientOptions says whether this process works jobs and how many at once.
+type ClientOptions struct {
+	Work        bool // false: the client only lists, retries and cancels jobs (web-only processes)
+	Concurrency int  // jobs per queue
+	Logger      *slog.Logger
+}
+
+// NewClient builds the River client over the process's pgx pool. It works
+// jobs only when opts.Work; otherwise it serves the admin jobs page.
+func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
+	cfg := &river.Config{
+		Logger:               riverLogger(opts.Logger),
+		Workers:              NewWorkers(deps),
+		JobTimeout:           time.Hour, // terraform applies can be long; each kind narrows it with Timeout()
+		RescueStuckJobsAfter: 2 * time.Hour,
+		MaxAttempts:          10,
+		ErrorHandler:         &errorHandler{logger: opts.Logger},
+	}
+	if opts.Work {
+		cfg.Queues = make(map[string]river.QueueConfig, len(AllQueues))
+		for _, q := range AllQueues {
+			cfg.Queues[q] = river.QueueConfig{MaxWorkers: opts.Concurrency}
+		}
+		// Periodic jobs are enqueued only by River's elected leader, so any
+		// number of worker processes run each sweep once.
+		cfg.PeriodicJobs = PeriodicJobs()
+	}
+	client, err := river.NewClient(riverpgxv5.New(deps.DB.Pool), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating River client: %w", err)
+	}
+	return client, nil
+}
+
+// River logs routine events at info; Gantry's operators want only problems.
+func riverLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(levelFloor{l.Handler(), slog.LevelWarn})
+}
+
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+// errorHandler logs failed attempts with the job's kind, so an operator can
+// find them; River retries them by itself.
+type errorHandler struct{ logger *slog.Logger }
+
+func (h *errorHandler) HandleError(ctx context.Context, job *rivertype.JobRow, err error) *river.ErrorHandlerResult {
+	h.logger.WarnContext(ctx, "job attempt failed", "kind", job.Kind, "job_id", job.ID, "attempt", job.Attempt, "error", err)
+	return nil
+}
+
+func (h *errorHandler) HandlePanic(ctx context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
+	h.logger.ErrorContext(ctx, "job panicked", "kind", job.Kind, "job_id", job.ID, "panic", panicVal, "trace", trace)
+	return nil
+}

@@ -1,0 +1,23 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// NewWorkers registers every job kind Gantry works.
+func NewWorkers(deps Deps) *river.Workers {
+	w := river.NewWorkers()
+	river.AddWorker(w, &PruneSessionsWorker{DB: deps.DB, Logger: deps.Logger})
+	return w
+}
+
+// PeriodicJobs are the sweeps River's elected leader enqueues on a schedule.
+func PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return PruneSessionsArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "prune_sessions", RunOnStart: true}),
+	}
+}

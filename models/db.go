@@ -1,0 +1,100 @@
+// Package models holds Gantry's persisted types and the queries over them.
+// Every function takes ctx and a bun.IDB first, so the same code runs on the
+// database or inside a caller's transaction.
+package models
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+)
+
+// ErrNotFound is returned when a query finds no row; handlers map it to 404.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when a unique constraint refuses a row.
+var ErrConflict = errors.New("already exists")
+
+// DB is the process's one connection pool, seen both by pgx users (River) and
+// by Bun.
+type DB struct {
+	Pool *pgxpool.Pool
+	Bun  *bun.DB
+}
+
+// Open connects a pool of at most maxConns connections and checks it works.
+func Open(ctx context.Context, url string, maxConns int32) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parsing DATABASE_URL: %w", err)
+	}
+	cfg.MaxConns = maxConns
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating database pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", redactURL(url), err)
+	}
+	sqldb := stdlib.OpenDBFromPool(pool)
+	return &DB{Pool: pool, Bun: bun.NewDB(sqldb, pgdialect.New())}, nil
+}
+
+// Close releases the pool.
+func (db *DB) Close() {
+	_ = db.Bun.Close()
+	db.Pool.Close()
+}
+
+// notFound turns sql.ErrNoRows into ErrNotFound, in this one place.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// uniqueViolation turns PostgreSQL's unique_violation into ErrConflict.
+func uniqueViolation(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return fmt.Errorf("%w: %s", ErrConflict, pgErr.Detail)
+	}
+	return err
+}
+
+func redactURL(raw string) string {
+	cfg, err := pgxpool.ParseConfig(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	host := cfg.ConnConfig.Host
+	return fmt.Sprintf("%s:%d/%s", host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+}
+
+// affectedOne turns "no row matched" into ErrNotFound for updates by id.
+func affectedOne(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}

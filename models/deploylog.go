@@ -1,0 +1,189 @@
+package models
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// LogEntry is one line of the deployment log (seed 004): for deployment
+// DeploymentID, Event happened to TargetID at revision Revision, by Actor.
+// Entries are never changed or removed; the database refuses it.
+type LogEntry struct {
+	bun.BaseModel `bun:"table:deployment_log,alias:e"`
+
+	ID           int64          `bun:",pk,autoincrement" json:"id"`
+	DeploymentID string         `bun:",notnull" json:"deployment_id"`
+	TargetID     string         `bun:",notnull" json:"target_id"`
+	Revision     string         `bun:",notnull" json:"revision"`
+	Event        string         `bun:",notnull" json:"event"`
+	Actor        string         `bun:",notnull" json:"actor"`
+	Detail       map[string]any `bun:",type:jsonb,notnull" json:"detail"`
+	CreatedAt    time.Time      `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
+}
+
+// AppendLog writes e inside the caller's transaction (or on its own when db
+// is the database), filling in its id and time.
+func AppendLog(ctx context.Context, db bun.IDB, e *LogEntry) error {
+	if e.TargetID == "" || e.Event == "" || e.Actor == "" {
+		return fmt.Errorf("log entry needs a target, an event and an actor (got %q, %q, %q)", e.TargetID, e.Event, e.Actor)
+	}
+	if e.Detail == nil {
+		e.Detail = map[string]any{}
+	}
+	if _, err := db.NewInsert().Model(e).Returning("id, created_at").Exec(ctx); err != nil {
+		return fmt.Errorf("appending %s to the deployment log: %w", e.Event, err)
+	}
+	return nil
+}
+
+// Granularity names the events that open and close a unit of work at one
+// level (pipeline, stage, host group, host, execution, …). The queries below
+// work at any level because each only looks for its own markers.
+type Granularity struct {
+	Started   string
+	Succeeded string
+	Failed    string
+}
+
+// LatestRevision is the revision that most recently reached event for target.
+// "Latest" is by when the event was logged: revisions are opaque strings
+// (git SHAs, build numbers) with no order of their own.
+func LatestRevision(ctx context.Context, db bun.IDB, target, event string) (*LogEntry, error) {
+	e := new(LogEntry)
+	err := db.NewSelect().Model(e).
+		Where("target_id = ?", target).Where("event = ?", event).
+		OrderExpr("id DESC").Limit(1).Scan(ctx)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return e, nil
+}
+
+// LatestSucceeded is the latest revision that finished successfully at g's level.
+func LatestSucceeded(ctx context.Context, db bun.IDB, target string, g Granularity) (*LogEntry, error) {
+	return LatestRevision(ctx, db, target, g.Succeeded)
+}
+
+// LatestFailed is the latest revision that failed at g's level.
+func LatestFailed(ctx context.Context, db bun.IDB, target string, g Granularity) (*LogEntry, error) {
+	return LatestRevision(ctx, db, target, g.Failed)
+}
+
+// InProgress lists the start entries of revisions of target that started at
+// g's level and have neither succeeded nor failed since, oldest first.
+func InProgress(ctx context.Context, db bun.IDB, target string, g Granularity) ([]LogEntry, error) {
+	var entries []LogEntry
+	finished := db.NewSelect().Model((*LogEntry)(nil)).ModelTableExpr("deployment_log AS f").
+		ColumnExpr("1").
+		Where("f.target_id = e.target_id").
+		Where("f.revision = e.revision").
+		Where("f.event IN (?, ?)", g.Succeeded, g.Failed).
+		Where("f.id > e.id")
+	err := db.NewSelect().Model(&entries).
+		DistinctOn("e.revision").
+		Where("e.target_id = ?", target).Where("e.event = ?", g.Started).
+		Where("NOT EXISTS (?)", finished).
+		OrderExpr("e.revision, e.id DESC").Scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b LogEntry) int { return cmp.Compare(a.ID, b.ID) })
+	return entries, nil
+}
+
+// LogFilter selects a slice of the timeline. Zero fields do not filter.
+type LogFilter struct {
+	Target     string
+	Event      string
+	Revision   string
+	Actor      string
+	Deployment string
+	Since      time.Time
+	Until      time.Time
+	BeforeID   int64 // page backwards: entries older than this id
+	AfterID    int64 // tail forwards: entries newer than this id
+	Limit      int
+}
+
+// MaxLogPage bounds one page of the timeline.
+const MaxLogPage = 500
+
+// ListLog returns entries matching f, newest first unless AfterID is set (a
+// live tail reads oldest first so it can append in order).
+func ListLog(ctx context.Context, db bun.IDB, f LogFilter) ([]LogEntry, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > MaxLogPage {
+		limit = 50
+	}
+	var entries []LogEntry
+	q := db.NewSelect().Model(&entries).Limit(int64(limit))
+	if f.Target != "" {
+		q = q.Where("target_id = ?", f.Target)
+	}
+	if f.Event != "" {
+		q = q.Where("event = ?", f.Event)
+	}
+	if f.Revision != "" {
+		q = q.Where("revision = ?", f.Revision)
+	}
+	if f.Actor != "" {
+		q = q.Where("actor = ?", f.Actor)
+	}
+	if f.Deployment != "" {
+		q = q.Where("deployment_id = ?", f.Deployment)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("created_at >= ?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("created_at < ?", f.Until)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	if f.AfterID > 0 {
+		q = q.Where("id > ?", f.AfterID).OrderExpr("id ASC")
+	} else {
+		q = q.OrderExpr("id DESC")
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("listing deployment log: %w", err)
+	}
+	return entries, nil
+}
+
+// LastLogID is the newest entry's id, where a live tail starts.
+func LastLogID(ctx context.Context, db bun.IDB) (int64, error) {
+	var id int64
+	err := db.NewSelect().Model((*LogEntry)(nil)).ColumnExpr("coalesce(max(id), 0)").Scan(ctx, &id)
+	return id, err
+}
+
+// LogEvents lists the distinct event names, for the filter's suggestions.
+func LogEvents(ctx context.Context, db bun.IDB) ([]string, error) {
+	var events []string
+	err := db.NewSelect().Model((*LogEntry)(nil)).DistinctOn("event").Column("event").
+		OrderExpr("event").Limit(200).Scan(ctx, &events)
+	return events, err
+}
+
+// CountRecentEvents counts entries of event in the last window whose target
+// is target, or (when target is empty) whose detail.ip is ip. Login throttling
+// reads failed-login entries this way, so the limit holds across processes.
+func CountRecentEvents(ctx context.Context, db bun.IDB, event, target, ip string, window time.Duration) (int, error) {
+	q := db.NewSelect().Model((*LogEntry)(nil)).
+		Where("event = ?", event).
+		Where("created_at > now() - ?::interval", fmt.Sprintf("%d milliseconds", window.Milliseconds()))
+	if target != "" {
+		q = q.Where("target_id = ?", target)
+	} else {
+		q = q.Where("detail->>'ip' = ?", ip)
+	}
+	n, err := q.Count(ctx)
+	return int(n), err
+}

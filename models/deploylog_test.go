@@ -1,0 +1,160 @@
+package models_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/testdb"
+	"github.com/gantryhq/gantry/models"
+)
+
+var pipeline = models.Granularity{Started: "pipeline-started", Succeeded: "pipeline-finished-successfully", Failed: "pipeline-failed"}
+var stage = models.Granularity{Started: "stage-started", Succeeded: "stage-finished-successfully", Failed: "stage-failed"}
+
+func appendAll(t *testing.T, db *models.DB, entries ...models.LogEntry) {
+	t.Helper()
+	for i := range entries {
+		require.NoError(t, models.AppendLog(context.Background(), db.Bun, &entries[i]))
+	}
+}
+
+func entry(dep, target, rev, event string) models.LogEntry {
+	return models.LogEntry{DeploymentID: dep, TargetID: target, Revision: rev, Event: event, Actor: "test"}
+}
+
+func TestDeploymentLogRefusesChange(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	appendAll(t, db, entry("d1", "p1", "v1", "pipeline-started"))
+
+	for name, stmt := range map[string]string{
+		"update":   "UPDATE deployment_log SET event = 'x'",
+		"delete":   "DELETE FROM deployment_log",
+		"truncate": "TRUNCATE deployment_log",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := db.Bun.ExecContext(ctx, stmt)
+			require.ErrorContains(t, err, "append-only")
+		})
+	}
+	n, err := db.Bun.NewSelect().Model((*models.LogEntry)(nil)).Count(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+}
+
+func TestDeploymentLogAppendValidates(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	err := models.AppendLog(context.Background(), db.Bun, &models.LogEntry{TargetID: "p1", Event: "x"})
+	require.ErrorContains(t, err, "actor")
+}
+
+func TestDeploymentLogQuestions(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	appendAll(t, db,
+		entry("d1", "p1", "v1", "pipeline-started"),
+		entry("d1", "p1/build", "v1", "stage-started"),
+		entry("d1", "p1/build", "v1", "stage-finished-successfully"),
+		entry("d1", "p1", "v1", "pipeline-finished-successfully"),
+		entry("d2", "p1", "v2", "pipeline-started"),
+		entry("d2", "p1/build", "v2", "stage-started"),
+		entry("d2", "p1/build", "v2", "stage-failed"),
+		entry("d2", "p1", "v2", "pipeline-failed"),
+		entry("d3", "p1", "v3", "pipeline-started"),
+		entry("d4", "p1", "v4", "pipeline-started"),
+		entry("d4", "p1/build", "v4", "stage-started"),
+		entry("d3", "p1/build", "v3", "stage-started"),
+		entry("d3", "p1/build", "v3", "stage-finished-successfully"),
+		entry("x", "p2", "v9", "pipeline-started"),
+	)
+
+	t.Run("latest succeeded at each granularity", func(t *testing.T) {
+		e, err := models.LatestSucceeded(ctx, db.Bun, "p1", pipeline)
+		require.NoError(t, err)
+		require.Equal(t, "v1", e.Revision)
+		e, err = models.LatestSucceeded(ctx, db.Bun, "p1/build", stage)
+		require.NoError(t, err)
+		require.Equal(t, "v3", e.Revision, "v3 finished the build stage after v1")
+	})
+	t.Run("latest failed", func(t *testing.T) {
+		e, err := models.LatestFailed(ctx, db.Bun, "p1", pipeline)
+		require.NoError(t, err)
+		require.Equal(t, "v2", e.Revision)
+		_, err = models.LatestFailed(ctx, db.Bun, "p2", pipeline)
+		require.ErrorIs(t, err, models.ErrNotFound)
+	})
+	t.Run("in progress", func(t *testing.T) {
+		got, err := models.InProgress(ctx, db.Bun, "p1", pipeline)
+		require.NoError(t, err)
+		require.Equal(t, []string{"v3", "v4"}, revisions(got))
+		got, err = models.InProgress(ctx, db.Bun, "p1/build", stage)
+		require.NoError(t, err)
+		require.Equal(t, []string{"v4"}, revisions(got))
+	})
+	t.Run("a revision restarted after it finished is in progress again", func(t *testing.T) {
+		db := testdb.New(t)
+		appendAll(t, db,
+			entry("d1", "h1", "v1", "host-started"),
+			entry("d1", "h1", "v1", "host-finished"),
+			entry("d9", "h1", "v1", "host-started"),
+		)
+		got, err := models.InProgress(ctx, db.Bun, "h1", models.Granularity{Started: "host-started", Succeeded: "host-finished", Failed: "host-failed"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"v1"}, revisions(got))
+		require.Equal(t, "d9", got[0].DeploymentID)
+	})
+}
+
+func TestListLogFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	for i := 0; i < 7; i++ {
+		e := entry("d1", "p1", "v1", "step")
+		if i%2 == 0 {
+			e.Actor = "user:ada@example.com"
+		}
+		appendAll(t, db, e)
+	}
+	appendAll(t, db, entry("d2", "p2", "v2", "other"))
+
+	page1, err := models.ListLog(ctx, db.Bun, models.LogFilter{Target: "p1", Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, page1, 3)
+	require.Greater(t, page1[0].ID, page1[1].ID, "newest first")
+	page2, err := models.ListLog(ctx, db.Bun, models.LogFilter{Target: "p1", Limit: 3, BeforeID: page1[2].ID})
+	require.NoError(t, err)
+	require.Len(t, page2, 3)
+	require.Less(t, page2[0].ID, page1[2].ID)
+
+	byActor, err := models.ListLog(ctx, db.Bun, models.LogFilter{Actor: "user:ada@example.com"})
+	require.NoError(t, err)
+	require.Len(t, byActor, 4)
+
+	byEvent, err := models.ListLog(ctx, db.Bun, models.LogFilter{Event: "other", Revision: "v2"})
+	require.NoError(t, err)
+	require.Len(t, byEvent, 1)
+
+	none, err := models.ListLog(ctx, db.Bun, models.LogFilter{Since: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	tail, err := models.ListLog(ctx, db.Bun, models.LogFilter{AfterID: page1[0].ID})
+	require.NoError(t, err)
+	require.Len(t, tail, 1, "only the p2 entry is newer")
+	require.Equal(t, "p2", tail[0].TargetID)
+}
+
+func revisions(entries []models.LogEntry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.Revision
+	}
+	return out
+}
