@@ -62,3 +62,9 @@ func DeleteExpiredSessions(ctx context.Context, db bun.IDB) (int64, error) {
 	}
 	return res.RowsAffected()
 }
+
+// DeleteUserSessions signs a user out everywhere.
+func DeleteUserSessions(ctx context.Context, db bun.IDB, userID int64) error {
+	_, err := db.NewDelete().Model((*Session)(nil)).Where("user_id = ?", userID).Exec(ctx)
+	return err
+}

@@ -126,8 +126,7 @@ func DisableUser(ctx context.Context, db bun.IDB, id int64) error {
 	if err := affectedOne(res, err); err != nil {
 		return err
 	}
-	_, err = db.NewDelete().Model((*Session)(nil)).Where("user_id = ?", id).Exec(ctx)
-	return err
+	return DeleteUserSessions(ctx, db, id)
 }
 
 // EnableUser lets a disabled user sign in again.

@@ -333,3 +333,24 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
+
+// EventPasswordChanged is logged when a password is replaced.
+const EventPasswordChanged = "user-password-changed"
+
+// SetPassword replaces a user's password and ends their sessions, so a reset
+// also throws out whoever had the old one.
+func SetPassword(ctx context.Context, db bun.IDB, userID int64, password, actor string) error {
+	hash, err := auth.HashPassword(password)
+	if err != nil {
+		return apperr.Field("password", err.Error())
+	}
+	return db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if err := models.SetUserPassword(ctx, tx, userID, hash); err != nil {
+			return notFound(err, "user", userID)
+		}
+		if err := models.DeleteUserSessions(ctx, tx, userID); err != nil {
+			return err
+		}
+		return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: UserTarget(userID), Event: EventPasswordChanged, Actor: actor})
+	})
+}

@@ -139,8 +139,11 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte,
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
 	cmd.Dir = c.Dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// Own process group: Ctrl-C in the terminal reaches gantry, which then
+	// stops the server in order, instead of reaching the server directly.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+		cmd.SysProcAttr.Credential = c.cred
 		cmd.Env = append(cmd.Env, "HOME="+c.Dir)
 	}
 	var out bytes.Buffer

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/migrations"
+	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/web"
+)
+
+// app is one process's wiring: the one pool, the two River clients, the
+// migrator. Built by open, released by close.
+type app struct {
+	cfg      *config.Config
+	logger   *slog.Logger
+	db       *models.DB
+	migrator *migrations.Migrator
+}
+
+func newLogger(cfg *config.Config, w *os.File) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*app, error) {
+	db, err := models.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	if err != nil {
+		return nil, err
+	}
+	m, err := migrations.New(db.Pool, db.Bun)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &app{cfg: cfg, logger: logger, db: db, migrator: m}, nil
+}
+
+func (a *app) close() { a.db.Close() }
+
+// requireMigrated refuses to start on a schema that is behind the binary.
+func (a *app) requireMigrated(ctx context.Context) error {
+	n, err := a.migrator.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%d migrations are pending: run `gantry migrate up` first", n)
+	}
+	return nil
+}
+
+// runOptions says which halves of Gantry this process runs.
+type runOptions struct {
+	web     bool
+	workers bool
+	ready   func(addr string) // called once the web server listens
+}
+
+// serve runs the web server and/or the workers until ctx ends, then stops
+// them in order: the web server stops taking requests, running jobs get
+// the grace period to finish, and jobs still running after it are cancelled
+// and retried later by whichever worker is alive.
+func (a *app) serve(ctx context.Context, opts runOptions) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), jobs.NewMetricsCollector(a.db))
+
+	riverClient, err := jobs.NewClient(jobs.Deps{DB: a.db, Logger: a.logger}, jobs.ClientOptions{Work: opts.workers, Concurrency: a.cfg.WorkerCount, Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	queue, err := jobs.NewQueue(a.db.Bun)
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if opts.workers {
+		if err := riverClient.Start(gctx); err != nil {
+			return fmt.Errorf("starting workers: %w", err)
+		}
+		a.logger.Info("workers started", "queues", jobs.AllQueues, "per_queue", a.cfg.WorkerCount)
+		g.Go(func() error {
+			<-gctx.Done()
+			return a.stopWorkers(riverClient)
+		})
+	}
+	if opts.web {
+		ln, err := net.Listen("tcp", a.cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("GANTRY_ADDR=%s: %w", a.cfg.Addr, err)
+		}
+		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg})
+		if opts.ready != nil {
+			opts.ready(ln.Addr().String())
+		}
+		g.Go(func() error { return srv.Serve(gctx, ln) })
+	}
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (a *app) stopWorkers(client *river.Client[pgx.Tx]) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
+	defer cancel()
+	a.logger.Info("stopping workers: letting running jobs finish", "grace", a.cfg.ShutdownGrace)
+	if err := client.Stop(ctx); err == nil {
+		return nil
+	}
+	a.logger.Warn("jobs still running after the grace period: cancelling them; they will be retried")
+	hard, cancelHard := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelHard()
+	return client.StopAndCancel(hard)
+}

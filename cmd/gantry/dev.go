@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/demo"
+	"github.com/gantryhq/gantry/internal/devdb"
+	"github.com/gantryhq/gantry/models"
+)
+
+const devDatabase = "gantry"
+
+func (c *cli) devCommand() *cobra.Command {
+	var loadDemo bool
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything on a laptop: database, migrations, web and workers",
+		Long: `gantry dev runs the whole of Gantry in one process for local use.
+
+Without DATABASE_URL it starts a private PostgreSQL cluster in
+GANTRY_DATA_DIR/postgres (default .gantry/postgres), kept between runs and
+listening only on a Unix socket in that directory, from the PostgreSQL
+binaries installed on the machine. It applies migrations, creates a first
+admin user (printing its password once), then serves the web UI and runs the
+workers. Ctrl-C stops everything, the private database included.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.dev(cmd.Context(), loadDemo)
+		},
+	}
+	cmd.Flags().BoolVar(&loadDemo, "demo", false, "load example data into every page (once; safe to repeat)")
+	cmd.Flags().StringVar(c.flag("GANTRY_ADDR"), "addr", "", "listen address (env GANTRY_ADDR, default :8080)")
+	cmd.Flags().StringVar(c.flag("GANTRY_DATA_DIR"), "data-dir", "", "directory for the private database (env GANTRY_DATA_DIR, default .gantry)")
+	return cmd
+}
+
+func (c *cli) dev(ctx context.Context, loadDemo bool) error {
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	if err := cfg.EnsureDevSecret(); err != nil {
+		return err
+	}
+	logger := newLogger(cfg, os.Stderr)
+
+	if cfg.DatabaseURL == "" {
+		cluster, err := devdb.New(filepath.Join(cfg.DataDir, "postgres"), func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })
+		if err != nil {
+			return err
+		}
+		if err := cluster.Start(ctx); err != nil {
+			return err
+		}
+		defer func() {
+			// Stop the database even though ctx is already cancelled.
+			if err := cluster.Stop(context.Background()); err != nil {
+				logger.Error("stopping the private database", "error", err)
+			} else {
+				logger.Info("private database stopped")
+			}
+		}()
+		if err := createDatabase(ctx, cluster.URL("postgres"), devDatabase); err != nil {
+			return err
+		}
+		cfg.DatabaseURL = cluster.URL(devDatabase)
+		logger.Info("using the private database", "url", cfg.DatabaseURL)
+	}
+
+	a, err := openApp(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	applied, err := a.migrator.Up(ctx)
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 {
+		logger.Info("migrations applied", "count", len(applied))
+	}
+	if err := c.ensureFirstAdmin(ctx, a); err != nil {
+		return err
+	}
+	if loadDemo {
+		loaded, err := demo.Load(ctx, a.db.Bun)
+		if err != nil {
+			return fmt.Errorf("loading demo data: %w", err)
+		}
+		if loaded {
+			logger.Info("demo data loaded")
+		}
+	}
+	return a.serve(ctx, runOptions{web: true, workers: true, ready: func(addr string) {
+		c.printf("Gantry is running at %s (Ctrl-C stops it)\n", cfg.BaseURL)
+	}})
+}
+
+// ensureFirstAdmin creates admin@localhost when there are no users at all and
+// prints its password, the only time it is ever shown.
+func (c *cli) ensureFirstAdmin(ctx context.Context, a *app) error {
+	n, err := models.CountUsers(ctx, a.db.Bun)
+	if err != nil || n > 0 {
+		return err
+	}
+	password, err := auth.NewPassword()
+	if err != nil {
+		return err
+	}
+	u, err := access.CreateUser(ctx, a.db.Bun, access.NewUser{Email: "admin@localhost.localdomain", Name: "Admin", Role: "admin", Password: password}, "gantry-dev")
+	if err != nil {
+		return err
+	}
+	c.printf("\nFirst admin user created. This password is shown only once:\n  email:    %s\n  password: %s\n\n", u.Email, password)
+	return nil
+}
+
+// createDatabase creates name on the server at adminURL unless it exists.
+func createDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connecting to the private database: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("creating database %s: %w", name, err)
+	}
+	return err
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantryhq/gantry/internal/config"
+)
+
+// cli is what every command gets from the outside world, passed explicitly
+// so that tests run commands in-process with their own environment.
+type cli struct {
+	environ []string
+	stdout  io.Writer
+	stderr  io.Writer
+	// flags holds configuration overrides from command-line flags, keyed by
+	// the environment variable they override.
+	flags map[string]*string
+}
+
+// run builds the command tree and executes args.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
+	c := &cli{environ: environ, stdout: stdout, stderr: stderr, flags: map[string]*string{}}
+	root := &cobra.Command{
+		Use:   "gantry",
+		Short: "Gantry, the deployment control plane",
+		Long: `Gantry plans and applies infrastructure, leases test environments, runs daemons,
+provisions modules and moves releases through pipelines, recording every action
+in one append-only deployment log. One binary, one PostgreSQL database.
+
+Start here:  gantry dev          (database, web and workers on http://localhost:8080)
+Production:  gantry migrate up, then gantry serve (and gantry worker to scale jobs)
+
+Configuration comes from environment variables (see docs/configuration.md);
+flags override them.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(c.flag("DATABASE_URL"), "database-url", "", "PostgreSQL URL (env DATABASE_URL)")
+	root.PersistentFlags().StringVar(c.flag("GANTRY_CONFIG"), "config", "", "path of gantry.yaml (env GANTRY_CONFIG)")
+	root.PersistentFlags().StringVar(c.flag("GANTRY_LOG_LEVEL"), "log-level", "", "debug, info, warn or error (env GANTRY_LOG_LEVEL)")
+	root.AddCommand(c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand())
+	return root.ExecuteContext(ctx)
+}
+
+func (c *cli) flag(name string) *string {
+	p := new(string)
+	c.flags[name] = p
+	return p
+}
+
+// config loads the configuration with flags that were set overriding env.
+func (c *cli) config() (*config.Config, error) {
+	overrides := map[string]string{}
+	for name, v := range c.flags {
+		if *v != "" {
+			overrides[name] = *v
+		}
+	}
+	return config.Load(c.environ, overrides)
+}
+
+func (c *cli) printf(format string, args ...any) { fmt.Fprintf(c.stdout, format, args...) }
+
+// outputFlag adds -o/--output to a listing command.
+func outputFlag(cmd *cobra.Command) *string {
+	return cmd.Flags().StringP("output", "o", "table", "output format: table or json")
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return fmt.Errorf("--output must be table or json, not %q", o)
+	}
+	return nil
+}
+
+func joinComma(s []string) string { return strings.Join(s, ",") }

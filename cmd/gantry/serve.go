@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) serveCommand() *cobra.Command {
+	var noWeb, noWorkers bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the web server and the workers (production)",
+		Long: `gantry serve runs the web UI, the JSON API and the background workers against
+DATABASE_URL. Run as many as you like on as many machines: they share the
+database, River spreads the jobs and elects one leader for periodic sweeps.
+The schema must be current (gantry migrate up, e.g. as a release command).
+
+Use --no-workers for web-only processes and --no-web (or gantry worker) for
+worker-only ones.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if noWeb && noWorkers {
+				return errors.New("--no-web and --no-workers together leave nothing to run")
+			}
+			return c.serve(cmd.Context(), runOptions{web: !noWeb, workers: !noWorkers})
+		},
+	}
+	cmd.Flags().BoolVar(&noWeb, "no-web", false, "do not serve HTTP; only work jobs")
+	cmd.Flags().BoolVar(&noWorkers, "no-workers", false, "do not work jobs; only serve HTTP")
+	cmd.Flags().StringVar(c.flag("GANTRY_ADDR"), "addr", "", "listen address (env GANTRY_ADDR, default :8080)")
+	return cmd
+}
+
+func (c *cli) workerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Work background jobs only (same as serve --no-web)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return c.serve(cmd.Context(), runOptions{workers: true})
+		},
+	}
+}
+
+func (c *cli) serve(ctx context.Context, opts runOptions) error {
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	if err := cfg.RequireServerSettings(); err != nil {
+		return err
+	}
+	a, err := openApp(ctx, cfg, newLogger(cfg, os.Stderr))
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.requireMigrated(ctx); err != nil {
+		return err
+	}
+	return a.serve(ctx, opts)
+}

@@ -1,0 +1,84 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gantryhq/gantry/views/components"
+	"github.com/gantryhq/gantry/views/pages/areas"
+)
+
+// The areas below are specified (docs/ and the seeds) but not built yet; their
+// pages say what will appear and how it will be set up, rather than pretend.
+var (
+	areaInfra = areas.View{
+		Title: "Infrastructure",
+		Lead:  "Terragrunt and Terraform changes, planned on every pull request and applied in dependency order after merge, with a vote between plan and apply.",
+		Empty: components.EmptyProps{
+			TestID: "empty-infra", Title: "No repositories connected yet",
+			Body: "Repositories, their open pull requests with plan status, and deployment runs with their execution graph will be listed here.",
+			Steps: []string{
+				"Add the repository, its trunk branch and its accounts with voters to gantry.yaml.",
+				"Point a GitHub webhook at /webhooks/github with the configured secret.",
+				"Open a pull request: each changed unit is planned and gets a commit status.",
+			},
+			Doc: "docs/areas/infra.md",
+		},
+	}
+	areaEnvironments = areas.View{
+		Title: "Environments",
+		Lead:  "Pools of pre-provisioned test environments that CI jobs lease, use with temporary credentials, and give back to be cleaned.",
+		Empty: components.EmptyProps{
+			TestID: "empty-environments", Title: "No pools registered yet",
+			Body: "Each pool's capacity (available, in use, cleaning, dirty), its environments with their current lease, and the dirty queue will appear here.",
+			Steps: []string{
+				"Register pools and environments (AWS accounts or PostgreSQL databases) in gantry.yaml.",
+				"Give each CI system an API token on the pool's allow list.",
+				"Wrap integration tests in `gantry env exec --pool NAME -- make integration-test`.",
+			},
+			Doc: "docs/areas/environments.md",
+		},
+	}
+	areaDaemons = areas.View{
+		Title: "Daemons",
+		Lead:  "Exactly one copy of a task on every instance of a cluster, rolled out within a minimum-healthy budget and restarted when it dies.",
+		Empty: components.EmptyProps{
+			TestID: "empty-daemons", Title: "No daemon environments yet",
+			Body: "Daemon environments with their versions, rolling deployments with progress, and health per instance will appear here.",
+			Doc:  "docs/areas/daemons.md",
+		},
+	}
+	areaModules = areas.View{
+		Title: "Modules",
+		Lead:  "Modules declare resources (databases, topics, cron, verbs); Gantry keeps the resource graph, plans before it applies and provisions through plugins.",
+		Empty: components.EmptyProps{
+			TestID: "empty-modules", Title: "No modules deployed yet",
+			Body: "The module graph, queued deployments waiting on their dependencies, and each deployment's plan will appear here.",
+			Doc:  "docs/areas/modules.md",
+		},
+	}
+	areaPipelines = areas.View{
+		Title: "Pipelines",
+		Lead:  "Release pipelines of stages, host groups and hosts that move each revision forward by reading the deployment log.",
+		Empty: components.EmptyProps{
+			TestID: "empty-pipelines", Title: "No pipelines defined yet",
+			Body: "Each pipeline's stages with the position of every revision in flight, gates waiting for approval, and batches will appear here.",
+			Doc:  "docs/areas/pipelines.md",
+		},
+	}
+	areaApprovals = areas.View{
+		Title: "Approvals",
+		Lead:  "Everything waiting for your vote: infrastructure plans, pipeline gates.",
+		Empty: components.EmptyProps{
+			TestID: "empty-approvals", Title: "Nothing is waiting for your vote",
+			Body: "When a plan or a gate names you as a voter, it is listed here and you get an email with a link. You can approve or reject here or from the email.",
+		},
+	}
+)
+
+func (s *Server) areaPage(v areas.View) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return s.render(c, http.StatusOK, areas.Page(v))
+	}
+}

@@ -1,0 +1,343 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/models"
+	logview "github.com/gantryhq/gantry/views/pages/log"
+)
+
+// logFilter reads the timeline filters shared by the page, the stream and
+// the API; a bad value is a 400 naming the parameter.
+func logFilter(c echo.Context) (models.LogFilter, logview.Filter, error) {
+	q := c.QueryParams()
+	form := logview.Filter{
+		Target: q.Get("target"), Event: q.Get("event"), Revision: q.Get("revision"),
+		Actor: q.Get("actor"), Deployment: q.Get("deployment"), Since: q.Get("since"), Until: q.Get("until"),
+	}
+	f := models.LogFilter{Target: form.Target, Event: form.Event, Revision: form.Revision, Actor: form.Actor, Deployment: form.Deployment}
+	bad := apperr.Fields{}
+	var err error
+	if f.Since, err = parseTime(form.Since); err != nil {
+		bad.Add("since", err.Error())
+	}
+	if f.Until, err = parseTime(form.Until); err != nil {
+		bad.Add("until", err.Error())
+	}
+	for name, dst := range map[string]*int64{"before": &f.BeforeID, "after": &f.AfterID} {
+		if v := q.Get(name); v != "" {
+			if *dst, err = strconv.ParseInt(v, 10, 64); err != nil || *dst <= 0 {
+				bad.Add(name, "must be a positive entry id")
+			}
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > models.MaxLogPage {
+			bad.Add("limit", fmt.Sprintf("must be a number from 1 to %d", models.MaxLogPage))
+		}
+	}
+	return f, form, bad.Err()
+}
+
+// parseTime accepts RFC 3339 and the browser's datetime-local (taken as UTC).
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("must be a time such as 2026-01-31T14:00:00Z")
+}
+
+func (s *Server) logPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	f, form, err := logFilter(c)
+	if err != nil {
+		return err
+	}
+	f.AfterID = 0 // the page pages backwards; only the stream tails forwards
+	if f.Limit == 0 {
+		f.Limit = 50
+	}
+	entries, err := models.ListLog(ctx, s.DB.Bun, f)
+	if err != nil {
+		return err
+	}
+	events, err := models.LogEvents(ctx, s.DB.Bun)
+	if err != nil {
+		return err
+	}
+	v := logview.View{Filter: form, Rows: logRows(entries), Events: events, Filtered: form != (logview.Filter{})}
+	query := c.QueryParams()
+	if len(entries) == f.Limit {
+		v.OlderURL = "/log?" + withParam(query, "before", strconv.FormatInt(entries[len(entries)-1].ID, 10))
+	}
+	if f.BeforeID > 0 {
+		v.NewerURL = "/log?" + withParam(query, "before", "")
+	} else {
+		// The newest page tails: the stream starts after the newest entry shown.
+		last := int64(0)
+		if len(entries) > 0 {
+			last = entries[0].ID
+		} else if last, err = models.LastLogID(ctx, s.DB.Bun); err != nil {
+			return err
+		}
+		v.StreamURL = "/log/stream?" + withParam(query, "after", strconv.FormatInt(last, 10))
+	}
+	return s.render(c, http.StatusOK, logview.Page(v))
+}
+
+// logStream tails the log as server-sent events, each a rendered table row.
+// It wakes on PostgreSQL notifications and also polls now and then, so an
+// entry committed by any process anywhere shows up.
+func (s *Server) logStream(c echo.Context) error {
+	f, _, err := logFilter(c)
+	if err != nil {
+		return err
+	}
+	if id, err := strconv.ParseInt(c.Request().Header.Get("Last-Event-ID"), 10, 64); err == nil && id > f.AfterID {
+		f.AfterID = id // a reconnecting browser resumes where it was
+	}
+	if f.AfterID == 0 {
+		if f.AfterID, err = models.LastLogID(c.Request().Context(), s.DB.Bun); err != nil {
+			return err
+		}
+	}
+	f.Limit = 100
+
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 3000\n\n")
+	w.Flush()
+
+	wake, unsubscribe := s.hub.subscribe()
+	defer unsubscribe()
+	poll := time.NewTicker(10 * time.Second)
+	defer poll.Stop()
+	ctx := c.Request().Context()
+	for {
+		entries, err := models.ListLog(ctx, s.DB.Bun, f)
+		if err != nil {
+			return nil // the client reconnects with Last-Event-ID
+		}
+		for _, e := range entries {
+			var buf bytes.Buffer
+			if err := logview.RowView(logRow(e)).Render(ctx, &buf); err != nil {
+				return nil
+			}
+			fmt.Fprintf(w, "id: %d\nevent: row\n", e.ID)
+			for _, line := range strings.Split(buf.String(), "\n") {
+				fmt.Fprintf(w, "data: %s\n", line)
+			}
+			fmt.Fprint(w, "\n")
+			f.AfterID = e.ID
+		}
+		if len(entries) > 0 {
+			w.Flush()
+		}
+		if len(entries) == f.Limit {
+			continue // more waiting
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-poll.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			w.Flush()
+		}
+	}
+}
+
+func logRows(entries []models.LogEntry) []logview.Row {
+	rows := make([]logview.Row, len(entries))
+	for i, e := range entries {
+		rows[i] = logRow(e)
+	}
+	return rows
+}
+
+func logRow(e models.LogEntry) logview.Row {
+	detail := ""
+	if len(e.Detail) > 0 {
+		b, _ := json.Marshal(e.Detail)
+		detail = string(b)
+	}
+	return logview.Row{
+		ID: e.ID, When: e.CreatedAt.UTC().Format("2006-01-02 15:04:05"), WhenISO: e.CreatedAt.UTC().Format(time.RFC3339),
+		Deployment: e.DeploymentID, Target: e.TargetID, TargetURL: "/log?target=" + url.QueryEscape(e.TargetID),
+		Revision: e.Revision, Event: e.Event, Tone: eventTone(e.Event), Actor: e.Actor, Detail: detail,
+	}
+}
+
+// eventTone colours events by the words their names conventionally use.
+func eventTone(event string) string {
+	switch {
+	case strings.Contains(event, "fail"), strings.Contains(event, "reject"), strings.Contains(event, "abort"), strings.Contains(event, "dirty"):
+		return "bad"
+	case strings.Contains(event, "success"), strings.Contains(event, "succeeded"), strings.Contains(event, "approved"), strings.HasSuffix(event, "-finished"), strings.Contains(event, "applied"):
+		return "ok"
+	case strings.Contains(event, "revoked"), strings.Contains(event, "disabled"), strings.Contains(event, "cancel"):
+		return "warn"
+	}
+	return ""
+}
+
+func withParam(q url.Values, key, value string) string {
+	out := url.Values{}
+	for k, v := range q {
+		if k != key && k != "after" && k != "before" {
+			out[k] = v
+		}
+	}
+	if value != "" {
+		out.Set(key, value)
+	}
+	return out.Encode()
+}
+
+// logPage is one page of the API timeline.
+type logPage struct {
+	Entries []models.LogEntry `json:"entries"`
+	Next    string            `json:"next,omitempty"` // URL of the next (older) page
+}
+
+func (s *Server) apiListLog(c echo.Context) error {
+	f, _, err := logFilter(c)
+	if err != nil {
+		return err
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	entries, err := models.ListLog(c.Request().Context(), s.DB.Bun, f)
+	if err != nil {
+		return err
+	}
+	page := logPage{Entries: entries}
+	if len(entries) == f.Limit && f.AfterID == 0 {
+		page.Next = "/api/v1/log?" + withParam(c.QueryParams(), "before", strconv.FormatInt(entries[len(entries)-1].ID, 10))
+	}
+	if page.Entries == nil {
+		page.Entries = []models.LogEntry{}
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// newLogEntry is what a CI job sends to record something that happened
+// outside Gantry (a build registered, a test suite passed).
+type newLogEntry struct {
+	DeploymentID string         `json:"deployment_id"`
+	TargetID     string         `json:"target_id"`
+	Revision     string         `json:"revision"`
+	Event        string         `json:"event"`
+	Detail       map[string]any `json:"detail"`
+}
+
+const maxLogField = 512
+
+func (s *Server) apiAppendLog(c echo.Context) error {
+	var in newLogEntry
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	bad := apperr.Fields{}
+	for name, v := range map[string]string{"deployment_id": in.DeploymentID, "target_id": in.TargetID, "revision": in.Revision, "event": in.Event} {
+		if len(v) > maxLogField {
+			bad.Add(name, fmt.Sprintf("must be at most %d characters", maxLogField))
+		}
+	}
+	if strings.TrimSpace(in.TargetID) == "" {
+		bad.Add("target_id", "is required")
+	}
+	if strings.TrimSpace(in.Event) == "" {
+		bad.Add("event", "is required")
+	}
+	if err := bad.Err(); err != nil {
+		return err
+	}
+	e := &models.LogEntry{DeploymentID: in.DeploymentID, TargetID: in.TargetID, Revision: in.Revision, Event: in.Event,
+		Actor: principalOf(c).Actor(), Detail: in.Detail}
+	if err := models.AppendLog(c.Request().Context(), s.DB.Bun, e); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, e)
+}
+
+// granularityParams reads target and the event names of one level.
+func granularityParams(c echo.Context) (string, models.Granularity, error) {
+	g := models.Granularity{Started: c.QueryParam("started"), Succeeded: c.QueryParam("succeeded"), Failed: c.QueryParam("failed")}
+	target := c.QueryParam("target")
+	bad := apperr.Fields{}
+	if target == "" {
+		bad.Add("target", "is required")
+	}
+	return target, g, bad.Err()
+}
+
+// apiLatestRevision answers "what is the latest revision that reached event
+// on target?" (the seed's latest deployed or latest failed revision).
+func (s *Server) apiLatestRevision(c echo.Context) error {
+	target, event := c.QueryParam("target"), c.QueryParam("event")
+	bad := apperr.Fields{}
+	if target == "" {
+		bad.Add("target", "is required")
+	}
+	if event == "" {
+		bad.Add("event", "is required, e.g. pipeline-finished-successfully or pipeline-failed")
+	}
+	if err := bad.Err(); err != nil {
+		return err
+	}
+	e, err := models.LatestRevision(c.Request().Context(), s.DB.Bun, target, event)
+	if err != nil {
+		if err == models.ErrNotFound {
+			return apperr.New(apperr.NotFound, "No revision of %s has reached %s.", target, event)
+		}
+		return err
+	}
+	return c.JSON(http.StatusOK, e)
+}
+
+// apiInProgress lists revisions that started and have not finished at the
+// level named by the started/succeeded/failed event names.
+func (s *Server) apiInProgress(c echo.Context) error {
+	target, g, err := granularityParams(c)
+	if err != nil {
+		return err
+	}
+	bad := apperr.Fields{}
+	if g.Started == "" {
+		bad.Add("started", "is required, e.g. pipeline-started")
+	}
+	if g.Succeeded == "" && g.Failed == "" {
+		bad.Add("succeeded", "give the succeeded and/or failed event names")
+	}
+	if err := bad.Err(); err != nil {
+		return err
+	}
+	entries, err := models.InProgress(c.Request().Context(), s.DB.Bun, target, g)
+	if err != nil {
+		return err
+	}
+	if entries == nil {
+		entries = []models.LogEntry{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"target": target, "in_progress": entries})
+}

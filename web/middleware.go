@@ -1,0 +1,238 @@
+package web
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"golang.org/x/time/rate"
+
+	"github.com/gantryhq/gantry/assets"
+	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/models"
+)
+
+const (
+	sessionCookie = "gantry_session"
+	csrfCookie    = "gantry_csrf"
+	csrfField     = "_csrf"
+	principalKey  = "gantry.principal"
+)
+
+// principal is who is calling: a signed-in user, or a token and its owner.
+type principal struct {
+	User          *models.User
+	Token         *models.APIToken // nil for browser sessions
+	SessionSecret string
+}
+
+// Actor is how the log names the caller.
+func (p *principal) Actor() string {
+	if p.Token != nil {
+		return "token:" + strconv.FormatInt(p.Token.ID, 10) + ":" + p.User.Email
+	}
+	return access.Actor(p.User)
+}
+
+func principalOf(c echo.Context) *principal {
+	p, _ := c.Get(principalKey).(*principal)
+	return p
+}
+
+// middleware installs what every request passes through, outermost first.
+func (s *Server) middleware() {
+	e := s.echo
+	e.Pre(middleware.RemoveTrailingSlashWithConfig(middleware.TrailingSlashConfig{RedirectCode: http.StatusMovedPermanently}))
+	e.Use(middleware.RequestID())
+	e.Use(s.logRequests())
+	e.Use(s.metrics.middleware)
+	// Inside logging and metrics, so a panic is counted and logged as a 500.
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.Logger.Error("panic serving request", "error", err, "path", c.Path(), "request_id", requestID(c), "stack", string(stack))
+			return err
+		},
+	}))
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XSSProtection:         "0", // obsolete header; CSP does the job
+		ContentTypeNosniff:    "nosniff",
+		XFrameOptions:         "DENY",
+		HSTSMaxAge:            hstsMaxAge(s.Config.SecureCookies()),
+		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+		ReferrerPolicy:        "same-origin",
+	}))
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: isStream}))
+	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{
+		Skipper: isStream,
+		Timeout: s.Config.RequestTimeout,
+	}))
+	e.Use(middleware.BodyLimit("1M"))
+	e.Use(s.authenticate)
+	e.Use(middleware.CSRFWithConfig(middleware.CSRFConfig{
+		Skipper:        skipCSRF,
+		TokenLookup:    "form:" + csrfField + ",header:X-CSRF-Token",
+		CookieName:     csrfCookie,
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSecure:   s.Config.SecureCookies(),
+		CookieSameSite: http.SameSiteLaxMode,
+		ErrorHandler: func(err error, c echo.Context) error {
+			return apperr.New(apperr.Forbidden, "The form expired or came from another site. Reload the page and try again.")
+		},
+	}))
+}
+
+// skipCSRF exempts token callers (no ambient credentials to forge) and the
+// machine endpoints that never change anything.
+func skipCSRF(c echo.Context) bool {
+	if p := principalOf(c); p != nil && p.Token != nil {
+		return true
+	}
+	path := c.Request().URL.Path
+	return path == "/healthz" || path == "/readyz" || path == "/metrics" || strings.HasPrefix(path, assets.Prefix)
+}
+
+func hstsMaxAge(https bool) int {
+	if https {
+		return 31536000
+	}
+	return 0
+}
+
+func isStream(c echo.Context) bool { return strings.HasSuffix(c.Request().URL.Path, "/stream") }
+
+func requestID(c echo.Context) string { return c.Response().Header().Get(echo.HeaderXRequestID) }
+
+func (s *Server) logRequests() echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true, LogRemoteIP: true, LogError: true,
+		HandleError: true, // let the error handler set the status before logging
+		Skipper:     func(c echo.Context) bool { p := c.Request().URL.Path; return p == "/healthz" || p == "/readyz" },
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			s.Logger.LogAttrs(c.Request().Context(), level, "request",
+				slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID), slog.String("ip", v.RemoteIP))
+			return nil
+		},
+	})
+}
+
+// authenticate finds the caller from a bearer token or the session cookie.
+// It rejects a bad bearer token at once; a stale cookie is simply ignored.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
+			secret, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok {
+				return apperr.New(apperr.Unauthorized, "Authorization header must be `Bearer <token>`.")
+			}
+			t, err := access.BearerToken(ctx, s.DB.Bun, strings.TrimSpace(secret))
+			if errors.Is(err, models.ErrNotFound) {
+				return apperr.New(apperr.Unauthorized, "The API token is unknown, revoked or expired.")
+			}
+			if err != nil {
+				return err
+			}
+			c.Set(principalKey, &principal{User: t.User, Token: t})
+			return next(c)
+		}
+		if ck, err := c.Cookie(sessionCookie); err == nil && ck.Value != "" {
+			u, err := access.SessionUser(ctx, s.DB.Bun, ck.Value)
+			switch {
+			case err == nil:
+				c.Set(principalKey, &principal{User: u, SessionSecret: ck.Value})
+			case errors.Is(err, models.ErrNotFound):
+				s.clearSessionCookie(c)
+			default:
+				return err
+			}
+		}
+		return next(c)
+	}
+}
+
+// page guards a browser page: anonymous callers are sent to sign in and
+// come back afterwards; a role too low is a 403 page.
+func (s *Server) page(min models.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p := principalOf(c)
+			if p == nil {
+				if c.Request().Method != http.MethodGet {
+					return apperr.New(apperr.Unauthorized, "Sign in first.")
+				}
+				return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+			}
+			if !p.User.Role.Includes(min) {
+				return apperr.New(apperr.Forbidden, "This needs the %s role; you are %s.", min, p.User.Role)
+			}
+			return next(c)
+		}
+	}
+}
+
+// api guards an API route: a caller must be authenticated, hold the role,
+// and (for tokens) carry the scope.
+func (s *Server) api(min models.Role, scope string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p := principalOf(c)
+			if p == nil {
+				return apperr.New(apperr.Unauthorized, "Send an API token as `Authorization: Bearer <token>`.")
+			}
+			if !p.User.Role.Includes(min) {
+				return apperr.New(apperr.Forbidden, "This needs the %s role; the caller is %s.", min, p.User.Role)
+			}
+			if p.Token != nil && !p.Token.HasScope(scope) {
+				return apperr.New(apperr.Forbidden, "This token lacks the %q scope.", scope)
+			}
+			return next(c)
+		}
+	}
+}
+
+// apiRateLimit bounds API calls per token (or per address when anonymous).
+// The budget is per process: with N processes a client gets N times it, which
+// is fine for its purpose of stopping runaway scripts.
+func (s *Server) apiRateLimit() echo.MiddlewareFunc {
+	store := middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
+		Rate: rate.Limit(s.Config.APIRate), Burst: s.Config.APIBurst, ExpiresIn: 5 * time.Minute,
+	})
+	return middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
+		Store: store,
+		IdentifierExtractor: func(c echo.Context) (string, error) {
+			if p := principalOf(c); p != nil && p.Token != nil {
+				return "token:" + strconv.FormatInt(p.Token.ID, 10), nil
+			}
+			return "ip:" + c.RealIP(), nil
+		},
+		DenyHandler: func(c echo.Context, _ string, _ error) error {
+			c.Response().Header().Set("Retry-After", "1")
+			return apperr.New(apperr.RateLimited, "Too many requests; slow down and retry after a second.")
+		},
+		ErrorHandler: func(c echo.Context, err error) error { return err },
+	})
+}
+
+func (s *Server) setSessionCookie(c echo.Context, secret string) {
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true, Secure: s.Config.SecureCookies(),
+		SameSite: http.SameSiteLaxMode, Expires: time.Now().Add(s.Config.SessionTTL),
+	})
+}
+
+func (s *Server) clearSessionCookie(c echo.Context) {
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: s.Config.SecureCookies(), SameSite: http.SameSiteLaxMode, MaxAge: -1})
+}

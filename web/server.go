@@ -1,0 +1,88 @@
+// Package web is Gantry's HTTP face: the browser pages, the JSON API under
+// /api/v1, probes and metrics. routes.go lists every URL; handlers live in one
+// file per area and stay thin: bind, validate, call the domain, render.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/migrations"
+	"github.com/gantryhq/gantry/models"
+)
+
+// Deps is everything the web layer uses, built once by the command.
+type Deps struct {
+	Config   *config.Config
+	DB       *models.DB
+	Queue    *jobs.Queue
+	River    *river.Client[pgx.Tx]
+	Migrator *migrations.Migrator
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+}
+
+// Server is the HTTP server.
+type Server struct {
+	Deps
+	echo    *echo.Echo
+	metrics *httpMetrics
+	hub     *logHub
+}
+
+// New builds the server and its routes.
+func New(d Deps) *Server {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger)}
+	s.metrics = newHTTPMetrics(d.Registry)
+	e.HTTPErrorHandler = s.handleError
+	s.routes()
+	return s
+}
+
+// Handler is the server as an http.Handler, for tests.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve answers on ln until ctx ends, then lets requests in flight finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hubCtx, stopHub := context.WithCancel(ctx)
+	defer stopHub()
+	go s.hub.run(hubCtx)
+
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return hubCtx },
+		ErrorLog:          slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.Logger.Info("web server listening", "addr", ln.Addr().String(), "url", s.Config.BaseURL.String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("web server: %w", err)
+	case <-ctx.Done():
+	}
+	// Live streams end with the hub; ordinary requests get a grace period.
+	stopHub()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("stopping web server: %w", err)
+	}
+	return nil
+}
