@@ -38,7 +38,7 @@ func (s *Server) readyz(c echo.Context) error {
 }
 
 func (s *Server) metricsPage(c echo.Context) error {
-	promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}).ServeHTTP(c.Response(), c.Request())
+	promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{DisableCompression: true} /* the gzip middleware compresses */).ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 

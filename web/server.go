@@ -86,3 +86,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return nil
 }
+
+// Routes lists every registered route, for tests that check all of them.
+func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }

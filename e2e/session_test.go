@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/playwright-community/playwright-go"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	browserTimeout = 10_000 // ms, for every browser action and assertion
+	desktopWidth   = 1280
+	desktopHeight  = 800
+)
+
+// expect is Playwright's retrying assertions (they poll until they hold or
+// browserTimeout passes).
+var expect = playwright.NewPlaywrightAssertions(browserTimeout)
+
+// newPage opens a page in a new browser context of its own (no cookies
+// shared with other tests), closed at cleanup. Script errors on the page
+// and Content-Security-Policy violations fail the test.
+func newPage(t *testing.T) playwright.Page {
+	t.Helper()
+	bctx, err := env.browser.NewContext(playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: desktopWidth, Height: desktopHeight},
+	})
+	require.NoError(t, err)
+	bctx.SetDefaultTimeout(browserTimeout)
+	bctx.SetDefaultNavigationTimeout(browserTimeout)
+	page, err := bctx.NewPage()
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var problems []string
+	page.OnPageError(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		problems = append(problems, "uncaught script error: "+err.Error())
+	})
+	page.OnConsole(func(m playwright.ConsoleMessage) {
+		// "Failed to load resource" is how Chromium reports any 4xx
+		// document, which several tests expect; anything else is a fault.
+		if m.Type() != "error" || strings.HasPrefix(m.Text(), "Failed to load resource") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		problems = append(problems, "console error on "+m.Page().URL()+": "+m.Text())
+	})
+	t.Cleanup(func() {
+		if err := bctx.Close(); err != nil {
+			t.Errorf("closing the browser context: %v", err)
+		}
+	})
+	// Registered after Close, so it runs before it, while the page is open.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			t.Errorf("browser: %s", p)
+		}
+	})
+	return page
+}
+
+// open navigates to url and requires the given HTTP status.
+func open(t *testing.T, page playwright.Page, url string, status int) {
+	t.Helper()
+	resp, err := page.Goto(url)
+	require.NoError(t, err, "opening %s", url)
+	require.NotNil(t, resp, "opening %s: no response", url)
+	require.Equal(t, status, resp.Status(), "GET %s", url)
+}
+
+// submitLogin fills the sign-in form already on the page, submits it, and
+// returns the status of the POST /login response itself (303 on success, a
+// page with 401 or 429 otherwise).
+func submitLogin(t *testing.T, page playwright.Page, baseURL, email, password string) int {
+	t.Helper()
+	require.NoError(t, page.Locator("#email").Fill(email))
+	require.NoError(t, page.Locator("#password").Fill(password))
+	resp, err := page.ExpectResponse(func(url string) bool { return url == baseURL+"/login" }, func() error {
+		return page.GetByTestId("login-submit").Click()
+	})
+	require.NoError(t, err, "submitting the sign-in form")
+	require.Equal(t, "POST", resp.Request().Method())
+	return resp.Status()
+}
+
+// signIn signs u in through the login page and requires that it lands on
+// the overview as u.
+func signIn(t *testing.T, page playwright.Page, baseURL string, u user) {
+	t.Helper()
+	open(t, page, baseURL+"/login", 200)
+	status := submitLogin(t, page, baseURL, u.Email, u.Password)
+	require.Equal(t, 303, status, "POST /login as %s", u.Email)
+	require.NoError(t, expect.Page(page).ToHaveURL(baseURL+"/"))
+	require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToContainText(u.Name))
+}

@@ -1,0 +1,348 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/models"
+)
+
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "GANTRY_LOGIN_ATTEMPTS=3")
+	b.user(t, "ada@example.com", models.RoleViewer)
+
+	t.Run("without the CSRF token the form is refused", func(t *testing.T) {
+		br := b.browser(t)
+		res, _ := br.post(t, "/login", url.Values{"email": {"ada@example.com"}, "password": {password}})
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+	})
+	t.Run("a wrong password gets a generic error", func(t *testing.T) {
+		br := b.browser(t)
+		_, _, csrf := br.get(t, "/login")
+		res, body := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"ada@example.com"}, "password": {"wrong-password-here"}})
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		require.Contains(t, body, "Email or password is incorrect.")
+		res, body2 := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"nobody@example.com"}, "password": {"wrong-password-here"}})
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		require.Contains(t, body2, "Email or password is incorrect.", "an unknown email reads the same")
+	})
+	t.Run("the right password signs in and goes back where it was going", func(t *testing.T) {
+		br := b.browser(t)
+		res, err := br.Get(b.srv.URL + "/tokens")
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusSeeOther, res.StatusCode)
+		require.Equal(t, "/login?next=%2Ftokens", res.Header.Get("Location"))
+
+		_, _, csrf := br.get(t, "/login?next=/tokens")
+		res, _ = br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"ADA@example.com"}, "password": {password}, "next": {"/tokens"}})
+		require.Equal(t, http.StatusSeeOther, res.StatusCode)
+		require.Equal(t, "/tokens", res.Header.Get("Location"))
+		var session *http.Cookie
+		for _, c := range res.Cookies() {
+			if c.Name == "gantry_session" {
+				session = c
+			}
+		}
+		require.NotNil(t, session)
+		require.True(t, session.HttpOnly)
+		require.Equal(t, http.SameSiteLaxMode, session.SameSite)
+
+		status, body, _ := br.get(t, "/tokens")
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, body, "ada@example.com"[:3])
+
+		status, _, csrf = br.get(t, "/")
+		require.Equal(t, http.StatusOK, status)
+		res, _ = br.post(t, "/logout", url.Values{"_csrf": {csrf}})
+		require.Equal(t, http.StatusSeeOther, res.StatusCode)
+		status, _, _ = br.get(t, "/")
+		require.Equal(t, http.StatusSeeOther, status, "signed out")
+	})
+	t.Run("next cannot send people to another site", func(t *testing.T) {
+		br := b.browser(t)
+		_, _, csrf := br.get(t, "/login")
+		res, _ := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"ada@example.com"}, "password": {password}, "next": {"//evil.example.com/"}})
+		require.Equal(t, "/", res.Header.Get("Location"))
+	})
+	t.Run("failures are rate limited across emails and addresses", func(t *testing.T) {
+		b := setup(t, "GANTRY_LOGIN_ATTEMPTS=3")
+		b.user(t, "bob@example.com", models.RoleViewer)
+		br := b.browser(t)
+		_, _, csrf := br.get(t, "/login")
+		for i := 0; i < 3; i++ {
+			res, _ := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"bob@example.com"}, "password": {"not-the-password"}})
+			require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		}
+		res, body := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"bob@example.com"}, "password": {password}})
+		require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "even the right password waits out the window")
+		require.Contains(t, body, "Too many failed sign-ins")
+	})
+	t.Run("every outcome is in the log", func(t *testing.T) {
+		ctx := context.Background()
+		failed, err := models.ListLog(ctx, b.db.Bun, models.LogFilter{Event: access.EventLoginFailed})
+		require.NoError(t, err)
+		require.NotEmpty(t, failed)
+		ok, err := models.ListLog(ctx, b.db.Bun, models.LogFilter{Event: access.EventLoggedIn})
+		require.NoError(t, err)
+		require.NotEmpty(t, ok)
+		require.Equal(t, "user:ada@example.com", ok[0].Actor)
+	})
+}
+
+// Every route but the public ones must refuse an anonymous caller: a page
+// sends them to sign in, an API route or a form post answers 401.
+func TestEveryRouteRequiresAuthentication(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /login": true, "POST /login": true, "GET /assets/:name": true}
+	checked := 0
+	for _, r := range b.server.Routes() {
+		key := r.Method + " " + r.Path
+		// The API's catch-all only says "no such endpoint".
+		if public[key] || r.Path == "/api/v1/*" {
+			continue
+		}
+		path := strings.NewReplacer(":id", "1", ":name", "x", "*", "x").Replace(r.Path)
+		if path == "" {
+			path = "/"
+		}
+		req, err := http.NewRequest(r.Method, b.srv.URL+path, nil)
+		require.NoError(t, err)
+		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		switch {
+		case r.Method == http.MethodGet && !strings.HasPrefix(path, "/api/") && path != "/metrics":
+			require.Equal(t, http.StatusSeeOther, res.StatusCode, key)
+			require.True(t, strings.HasPrefix(res.Header.Get("Location"), "/login"), key)
+		default:
+			require.Contains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, res.StatusCode, key)
+		}
+		checked++
+	}
+	require.Greater(t, checked, 30)
+}
+
+func TestViewerCannotAdminister(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "vera@example.com", models.RoleViewer)
+	br := b.browser(t)
+	br.login(t, "vera@example.com")
+	for _, path := range []string{"/admin", "/admin/users", "/admin/jobs", "/admin/tokens"} {
+		status, body, _ := br.get(t, path)
+		require.Equal(t, http.StatusForbidden, status, path)
+		require.Contains(t, body, `data-testid="error-page"`)
+	}
+	_, _, csrf := br.get(t, "/")
+	res, _ := br.post(t, "/admin/users", url.Values{"_csrf": {csrf}, "email": {"x@example.com"}, "role": {"admin"}, "password": {"long-enough-password"}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	_, err := models.UserByEmail(context.Background(), b.db.Bun, "x@example.com")
+	require.ErrorIs(t, err, models.ErrNotFound)
+}
+
+func TestAdminManagesUsers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "root@example.com", models.RoleAdmin)
+	br := b.browser(t)
+	br.login(t, "root@example.com")
+	ctx := context.Background()
+
+	_, _, csrf := br.get(t, "/admin/users")
+	res, body := br.post(t, "/admin/users", url.Values{"_csrf": {csrf}, "email": {"bad"}, "role": {"viewer"}, "password": {"short"}})
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Contains(t, body, `data-testid="error-email"`)
+	require.Contains(t, body, `data-testid="error-password"`)
+	require.Contains(t, body, `value="bad"`, "what was typed is kept")
+
+	res, _ = br.post(t, "/admin/users", url.Values{"_csrf": {csrf}, "email": {"new@example.com"}, "name": {"New"}, "role": {"approver"}, "password": {"long-enough-password"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	status, body, _ := br.get(t, "/admin/users")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "Created new@example.com as approver.", "the flash message arrives once")
+	_, body, _ = br.get(t, "/admin/users")
+	require.NotContains(t, body, "Created new@example.com")
+
+	u, err := models.UserByEmail(ctx, b.db.Bun, "new@example.com")
+	require.NoError(t, err)
+	res, _ = br.post(t, "/admin/users/"+itoa(int(u.ID))+"/role", url.Values{"_csrf": {csrf}, "role": {"operator"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = br.post(t, "/admin/users/"+itoa(int(u.ID))+"/disable", url.Values{"_csrf": {csrf}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	u, err = models.UserByEmail(ctx, b.db.Bun, "new@example.com")
+	require.NoError(t, err)
+	require.Equal(t, models.RoleOperator, u.Role)
+	require.True(t, u.Disabled())
+
+	changes, err := models.ListLog(ctx, b.db.Bun, models.LogFilter{Target: access.UserTarget(u.ID)})
+	require.NoError(t, err)
+	var events []string
+	for _, e := range changes {
+		events = append(events, e.Event)
+		require.Equal(t, "user:root@example.com", e.Actor)
+	}
+	require.Equal(t, []string{access.EventUserDisabled, access.EventUserRoleChanged, access.EventUserCreated}, events)
+}
+
+func TestTokensPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "ops@example.com", models.RoleOperator)
+	br := b.browser(t)
+	br.login(t, "ops@example.com")
+
+	_, body, csrf := br.get(t, "/tokens")
+	require.Contains(t, body, `data-testid="tokens-empty"`)
+	require.NotContains(t, body, `value="admin"`, "an operator is not offered the admin scope")
+
+	res, body := br.post(t, "/tokens", url.Values{"_csrf": {csrf}, "name": {"ci"}, "scopes": {"read", "write"}, "expires_in": {"720h"}})
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+	secret := between(body, `data-testid="new-token-secret">`, "<")
+	require.True(t, strings.HasPrefix(secret, "gnt_"), body)
+
+	res, me := b.call(t, "GET", "/api/v1/me", secret, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, []any{"read", "write"}, me["token"].(map[string]any)["scopes"])
+
+	_, body, _ = br.get(t, "/tokens")
+	require.NotContains(t, body, secret, "the secret is shown only once")
+
+	tokens, err := models.ListTokens(context.Background(), b.db.Bun, 0)
+	require.NoError(t, err)
+	res, _ = br.post(t, "/tokens/"+itoa(int(tokens[0].ID))+"/revoke", url.Values{"_csrf": {csrf}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	res, _ = b.call(t, "GET", "/api/v1/me", secret, "")
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+
+	res, body = br.post(t, "/tokens", url.Values{"_csrf": {csrf}, "name": {""}})
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Contains(t, body, `data-testid="error-name"`)
+	require.Contains(t, body, `data-testid="error-scopes"`)
+}
+
+func TestLogPageAndStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "ops@example.com", models.RoleOperator)
+	ctx := context.Background()
+	for i := 0; i < 60; i++ {
+		require.NoError(t, models.AppendLog(ctx, b.db.Bun, &models.LogEntry{DeploymentID: "d1", TargetID: "p-web", Revision: "v" + itoa(i), Event: "stage-finished-successfully", Actor: "pipeline"}))
+	}
+	br := b.browser(t)
+	br.login(t, "ops@example.com")
+
+	status, body, _ := br.get(t, "/log?target=p-web")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, 50, strings.Count(body, `data-testid="log-row"`))
+	require.Contains(t, body, `data-testid="page-older"`)
+	require.Contains(t, body, "v59")
+	require.NotContains(t, body, ">v9<")
+
+	_, body, _ = br.get(t, "/log?target=p-web&before="+between(body, "before=", `"`))
+	require.Equal(t, 10, strings.Count(body, `data-testid="log-row"`))
+	require.Contains(t, body, "Older page")
+
+	status, body, _ = br.get(t, "/log?target=nothing")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "No entries match these filters")
+
+	status, _, _ = br.get(t, "/log?until=not-a-time")
+	require.Equal(t, http.StatusBadRequest, status)
+
+	t.Run("the stream sends new entries as rendered rows", func(t *testing.T) {
+		last, err := models.LastLogID(ctx, b.db.Bun)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", b.srv.URL+"/log/stream?target=p-api&after="+itoa(int(last)), nil)
+		res, err := br.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
+
+		// One entry for another target (filtered out), then one for ours.
+		require.NoError(t, models.AppendLog(ctx, b.db.Bun, &models.LogEntry{TargetID: "p-web", Event: "x", Actor: "t"}))
+		require.NoError(t, models.AppendLog(ctx, b.db.Bun, &models.LogEntry{TargetID: "p-api", Event: "pipeline-started", Revision: "r42", Actor: "t"}))
+		sc := bufio.NewScanner(res.Body)
+		var event []string
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "" && len(event) > 0 && strings.HasPrefix(event[0], "id:") {
+				break
+			}
+			if line == "" {
+				event = nil
+				continue
+			}
+			event = append(event, line)
+		}
+		joined := strings.Join(event, "\n")
+		require.Contains(t, joined, "event: row")
+		require.Contains(t, joined, "r42")
+		require.Contains(t, joined, `data-testid="log-row"`)
+		require.NotContains(t, joined, ">x<")
+	})
+}
+
+func TestHealthMetricsAndHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, body := b.call(t, "GET", "/healthz", "", "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "ok", body["status"])
+	res, body = b.call(t, "GET", "/readyz", "", "")
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+
+	res, _ = b.call(t, "GET", "/metrics", "", "")
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "metrics need a read token")
+	token := b.token(t, b.user(t, "prom@example.com", models.RoleViewer), "read")
+	req, _ := http.NewRequest("GET", b.srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw := new(strings.Builder)
+	_, _ = bufio.NewReader(res.Body).WriteTo(raw)
+	require.Contains(t, raw.String(), `gantry_http_requests_total{method="GET",route="/healthz",status="200"} 1`)
+	require.Contains(t, raw.String(), "gantry_http_request_duration_seconds_bucket")
+	require.Contains(t, raw.String(), "gantry_jobs_scrape_errors 0")
+
+	res, err = http.Get(b.srv.URL + "/login")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "default-src 'self'")
+	require.Equal(t, "DENY", res.Header.Get("X-Frame-Options"))
+	require.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
+	require.NotEmpty(t, res.Header.Get("X-Request-Id"))
+}
+
+func TestReadyzWaitsForMigrations(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.db.Bun.ExecContext(context.Background(), "DELETE FROM gantry_migrations")
+	require.NoError(t, err)
+	res, body := b.call(t, "GET", "/readyz", "", "")
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	require.EqualValues(t, 1, body["pending_migrations"])
+}
+
+// between cuts the text between start and end out of body.
+func between(body, start, end string) string {
+	_, after, ok := strings.Cut(body, start)
+	if !ok {
+		return ""
+	}
+	value, _, _ := strings.Cut(after, end)
+	return strings.TrimSpace(value)
+}
