@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/testdb"
+	"github.com/gantryhq/gantry/models"
+)
+
+// gantry runs the command in-process with exactly the given environment.
+func gantry(t *testing.T, env []string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, env, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+func TestHelpEverywhere(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--help"}, {"dev", "--help"}, {"serve", "--help"}, {"worker", "--help"},
+		{"migrate", "--help"}, {"migrate", "status", "--help"}, {"admin", "user", "create", "--help"}, {"admin", "token", "revoke", "--help"},
+	} {
+		out, _, err := gantry(t, nil, args...)
+		require.NoError(t, err, args)
+		require.Contains(t, out, "Usage:", args)
+	}
+}
+
+func TestBadConfigurationNamesTheVariable(t *testing.T) {
+	t.Parallel()
+	_, _, err := gantry(t, []string{"GANTRY_ADR=:8080"}, "serve")
+	require.ErrorContains(t, err, "GANTRY_ADR: unknown variable (did you mean GANTRY_ADDR?)")
+	_, _, err = gantry(t, []string{"GANTRY_WORKERS=lots"}, "worker")
+	require.ErrorContains(t, err, "GANTRY_WORKERS")
+	_, _, err = gantry(t, nil, "serve")
+	require.ErrorContains(t, err, "DATABASE_URL")
+	_, _, err = gantry(t, nil, "serve", "--no-web", "--no-workers", "--database-url", "postgres://x/y")
+	require.ErrorContains(t, err, "nothing to run")
+}
+
+func TestMigrateCommands(t *testing.T) {
+	t.Parallel()
+	env := []string{"DATABASE_URL=" + testdb.NewURL(t), "GANTRY_SECRET_KEY=" + strings.Repeat("s", 32)}
+
+	out, _, err := gantry(t, env, "migrate", "status")
+	require.NoError(t, err)
+	require.Contains(t, out, "SOURCE")
+	require.Contains(t, out, "river")
+	require.Contains(t, out, "foundation")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		require.Contains(t, line, " applied ", "every migration is applied: %s", line)
+	}
+
+	out, _, err = gantry(t, env, "migrate", "down")
+	require.NoError(t, err)
+	require.Contains(t, out, "rolled back gantry 20261122000001_foundation")
+
+	out, _, err = gantry(t, env, "migrate", "status", "-o", "json")
+	require.NoError(t, err)
+	var status []struct {
+		Source  string
+		Name    string
+		Applied bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &status))
+	pending := 0
+	for _, s := range status {
+		if !s.Applied {
+			pending++
+			require.Equal(t, "gantry", s.Source, "River's schema is kept on down")
+		}
+	}
+	require.Equal(t, 1, pending)
+
+	_, _, err = gantry(t, env, "serve", "--addr", "127.0.0.1:0")
+	require.ErrorContains(t, err, "pending: run `gantry migrate up` first")
+
+	out, _, err = gantry(t, env, "migrate", "up")
+	require.NoError(t, err)
+	require.Contains(t, out, "applied gantry 20261122000001_foundation")
+	out, _, err = gantry(t, env, "migrate", "up")
+	require.NoError(t, err)
+	require.Contains(t, out, "Nothing to apply")
+
+	_, _, err = gantry(t, env, "migrate", "status", "-o", "yaml")
+	require.ErrorContains(t, err, "--output")
+}
+
+func TestMigrateCreate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, _, err := gantry(t, nil, "migrate", "create", "add_pools", "--dir", dir)
+	require.NoError(t, err)
+	require.Contains(t, out, "_add_pools.tx.up.sql")
+	files, err := filepath.Glob(filepath.Join(dir, "*_add_pools.tx.*.sql"))
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+	_, _, err = gantry(t, nil, "migrate", "create", "Add Pools", "--dir", dir)
+	require.ErrorContains(t, err, "lower-case")
+}
+
+func TestAdminCommands(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	env := []string{"DATABASE_URL=" + url}
+	ctx := context.Background()
+
+	out, _, err := gantry(t, env, "admin", "user", "create", "--email", "ada@example.com", "--name", "Ada", "--role", "operator")
+	require.NoError(t, err)
+	require.Contains(t, out, "created user 1 ada@example.com (operator)")
+	require.Contains(t, out, "password (shown only once): ")
+
+	_, _, err = gantry(t, env, "admin", "user", "create", "--email", "ada@example.com")
+	require.ErrorContains(t, err, "already exists")
+	_, _, err = gantry(t, env, "admin", "user", "create", "--email", "bob@example.com", "--role", "root")
+	require.ErrorContains(t, err, "role")
+
+	out, _, err = gantry(t, env, "admin", "user", "list", "-o", "json")
+	require.NoError(t, err)
+	var users []models.User
+	require.NoError(t, json.Unmarshal([]byte(out), &users))
+	require.Len(t, users, 1)
+	require.NotContains(t, out, "argon2id", "password hashes are never printed")
+
+	secret, stderr, err := gantry(t, env, "admin", "token", "create", "--user", "ada@example.com", "--name", "ci", "--scopes", "read,write")
+	require.NoError(t, err)
+	secret = strings.TrimSpace(secret)
+	require.True(t, strings.HasPrefix(secret, auth.TokenPrefix))
+	require.Contains(t, stderr, "shown only once")
+	_, _, err = gantry(t, env, "admin", "token", "create", "--user", "ada@example.com", "--name", "x", "--scopes", "admin")
+	require.ErrorContains(t, err, "only admins")
+
+	out, _, err = gantry(t, env, "admin", "token", "list")
+	require.NoError(t, err)
+	require.Contains(t, out, "ci")
+	require.Contains(t, out, "active")
+	require.NotContains(t, out, secret)
+
+	_, _, err = gantry(t, env, "admin", "token", "revoke", "1")
+	require.NoError(t, err)
+	out, _, err = gantry(t, env, "admin", "token", "list", "--user", "ada@example.com")
+	require.NoError(t, err)
+	require.Contains(t, out, "revoked")
+	_, _, err = gantry(t, env, "admin", "token", "revoke", "99")
+	require.ErrorContains(t, err, "No token with id 99")
+
+	_, _, err = gantry(t, env, "admin", "user", "role", "ada@example.com", "admin")
+	require.NoError(t, err)
+	out, _, err = gantry(t, env, "admin", "user", "password", "ada@example.com")
+	require.NoError(t, err)
+	require.Contains(t, out, "new password for ada@example.com")
+	_, _, err = gantry(t, env, "admin", "user", "disable", "ada@example.com")
+	require.NoError(t, err)
+	_, _, err = gantry(t, env, "admin", "user", "disable", "nobody@example.com")
+	require.ErrorContains(t, err, "no user with email nobody@example.com")
+
+	db, err := models.Open(ctx, url, 2)
+	require.NoError(t, err)
+	defer db.Close()
+	entries, err := models.ListLog(ctx, db.Bun, models.LogFilter{Limit: 100})
+	require.NoError(t, err)
+	var events []string
+	for _, e := range entries {
+		require.True(t, strings.HasPrefix(e.Actor, "cli"), e.Actor)
+		events = append(events, e.Event)
+	}
+	require.Equal(t, []string{"user-disabled", "user-password-changed", "user-role-changed", "token-revoked", "token-created", "user-created"}, events)
+}
