@@ -49,7 +49,11 @@ func principalOf(c echo.Context) *principal {
 // middleware installs what every request passes through, outermost first.
 func (s *Server) middleware() {
 	e := s.echo
-	e.Pre(middleware.RemoveTrailingSlashWithConfig(middleware.TrailingSlashConfig{RedirectCode: http.StatusMovedPermanently}))
+	e.Pre(middleware.RemoveTrailingSlashWithConfig(middleware.TrailingSlashConfig{
+		RedirectCode: http.StatusMovedPermanently,
+		// River UI wants its root with the slash.
+		Skipper: func(c echo.Context) bool { return strings.HasPrefix(c.Request().URL.Path, riverUIPrefix+"/") },
+	}))
 	e.Use(middleware.RequestID())
 	e.Use(s.logRequests())
 	e.Use(s.metrics.middleware)

@@ -52,6 +52,8 @@ func (s *Server) routes() {
 	admin.GET("/jobs", s.jobsPage)
 	admin.POST("/jobs/:id/retry", s.retryJobForm)
 	admin.POST("/jobs/:id/cancel", s.cancelJobForm)
+	admin.Any("/river", s.riverUI)
+	admin.Any("/river/*", s.riverUI)
 
 	// JSON API.
 	v1 := e.Group("/api/v1", s.apiRateLimit())

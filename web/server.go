@@ -37,9 +37,10 @@ type Deps struct {
 // Server is the HTTP server.
 type Server struct {
 	Deps
-	echo    *echo.Echo
-	metrics *httpMetrics
-	hub     *logHub
+	echo           *echo.Echo
+	metrics        *httpMetrics
+	hub            *logHub
+	riverUIHandler http.Handler // nil until Serve starts it
 }
 
 // New builds the server and its routes.
@@ -61,6 +62,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
 	go s.hub.run(hubCtx)
+	if err := s.StartRiverUI(hubCtx); err != nil {
+		return err
+	}
 
 	srv := &http.Server{
 		Handler:           s.echo,
@@ -84,6 +88,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("stopping web server: %w", err)
 	}
+	return nil
+}
+
+// StartRiverUI starts River UI's background services; until it is called
+// /admin/river answers 404.
+func (s *Server) StartRiverUI(ctx context.Context) error {
+	h, err := s.newRiverUI(ctx)
+	if err != nil {
+		return err
+	}
+	s.riverUIHandler = h
 	return nil
 }
 

@@ -32,6 +32,7 @@ type bundle struct {
 	srv    *httptest.Server
 	server *web.Server
 	db     *models.DB
+	queue  *jobs.Queue
 }
 
 // setup serves Gantry on a fresh database, with extra environment variables.
@@ -50,9 +51,12 @@ func setup(t *testing.T, env ...string) *bundle {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg})
+	uiCtx, stopUI := context.WithCancel(context.Background())
+	t.Cleanup(stopUI)
+	require.NoError(t, s.StartRiverUI(uiCtx))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, server: s, db: db}
+	return &bundle{srv: srv, server: s, db: db, queue: queue}
 }
 
 func (b *bundle) user(t *testing.T, email string, role models.Role) *models.User {

@@ -47,7 +47,7 @@ func Jobs(v JobsView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Jobs</h1><p class=\"lead\">Background work run by River. Failed attempts are retried with backoff; a discarded job ran out of attempts and waits for you.</p><nav class=\"filters\" aria-label=\"Job states\" data-testid=\"job-states\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Jobs</h1><p class=\"lead\">Background work run by River. Failed attempts are retried with backoff; a discarded job ran out of attempts and waits for you. For arguments and queues, open <a href=\"/admin/river/\">River UI</a>.</p><nav class=\"filters\" aria-label=\"Job states\" data-testid=\"job-states\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
