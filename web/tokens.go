@@ -82,12 +82,8 @@ func (s *Server) createTokenForm(c echo.Context) error {
 		return apperr.New(apperr.Invalid, "The form could not be read.")
 	}
 	in := access.NewToken{Name: form.Get("name"), Scopes: form["scopes"]}
-	if v := form.Get("expires_in"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return apperr.Field("expires_in", "must be a duration such as 720h")
-		}
-		in.ExpiresIn = d
+	if in.ExpiresIn, err = parseExpiresIn(form.Get("expires_in")); err != nil {
+		return err
 	}
 	secret, t, err := access.CreateToken(c.Request().Context(), s.DB.Bun, p.User, in, p.Actor())
 	if apperr.CodeOf(err) == apperr.Invalid {
@@ -119,6 +115,18 @@ func (s *Server) revokeTokenForm(c echo.Context) error {
 	return s.redirectWithFlash(c, back, true, "Token revoked. Anything still using it now gets 401.")
 }
 
+// parseExpiresIn reads a token lifetime; empty means it never expires.
+func parseExpiresIn(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, apperr.Field("expires_in", "must be a duration such as 720h")
+	}
+	return d, nil
+}
+
 func idParam(c echo.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -147,12 +155,9 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		return err
 	}
 	nt := access.NewToken{Name: in.Name, Scopes: in.Scopes}
-	if in.ExpiresIn != "" {
-		d, err := time.ParseDuration(in.ExpiresIn)
-		if err != nil {
-			return apperr.Field("expires_in", "must be a duration such as 720h")
-		}
-		nt.ExpiresIn = d
+	var err error
+	if nt.ExpiresIn, err = parseExpiresIn(in.ExpiresIn); err != nil {
+		return err
 	}
 	secret, t, err := access.CreateToken(c.Request().Context(), s.DB.Bun, p.User, nt, p.Actor())
 	if err != nil {

@@ -120,20 +120,13 @@ func (c *cli) userSetDisabled(disabled bool) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := c.openForAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.close()
-			u, err := userByEmail(cmd, a, args[0])
-			if err != nil {
-				return err
-			}
-			if err := access.SetDisabled(cmd.Context(), a.db.Bun, u.ID, disabled, cliActor()); err != nil {
-				return err
-			}
-			c.printf("%s %s\n", map[bool]string{true: "disabled", false: "enabled"}[disabled], u.Email)
-			return nil
+			return c.onUser(cmd, args[0], func(a *app, u *models.User) error {
+				if err := access.SetDisabled(cmd.Context(), a.db.Bun, u.ID, disabled, cliActor()); err != nil {
+					return err
+				}
+				c.printf("%s %s\n", map[bool]string{true: "disabled", false: "enabled"}[disabled], u.Email)
+				return nil
+			})
 		},
 	}
 }
@@ -142,20 +135,13 @@ func (c *cli) userRole() *cobra.Command {
 	return &cobra.Command{
 		Use: "role EMAIL ROLE", Short: "Change a user's role (viewer, approver, operator, admin)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := c.openForAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.close()
-			u, err := userByEmail(cmd, a, args[0])
-			if err != nil {
-				return err
-			}
-			if err := access.SetRole(cmd.Context(), a.db.Bun, u.ID, args[1], cliActor()); err != nil {
-				return err
-			}
-			c.printf("%s is now %s\n", u.Email, args[1])
-			return nil
+			return c.onUser(cmd, args[0], func(a *app, u *models.User) error {
+				if err := access.SetRole(cmd.Context(), a.db.Bun, u.ID, args[1], cliActor()); err != nil {
+					return err
+				}
+				c.printf("%s is now %s\n", u.Email, args[1])
+				return nil
+			})
 		},
 	}
 }
@@ -164,26 +150,33 @@ func (c *cli) userPassword() *cobra.Command {
 	return &cobra.Command{
 		Use: "password EMAIL", Short: "Give a user a new generated password, printed once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := c.openForAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.close()
-			u, err := userByEmail(cmd, a, args[0])
-			if err != nil {
-				return err
-			}
-			password, err := auth.NewPassword()
-			if err != nil {
-				return err
-			}
-			if err := access.SetPassword(cmd.Context(), a.db.Bun, u.ID, password, cliActor()); err != nil {
-				return err
-			}
-			c.printf("new password for %s (shown only once): %s\n", u.Email, password)
-			return nil
+			return c.onUser(cmd, args[0], func(a *app, u *models.User) error {
+				password, err := auth.NewPassword()
+				if err != nil {
+					return err
+				}
+				if err := access.SetPassword(cmd.Context(), a.db.Bun, u.ID, password, cliActor()); err != nil {
+					return err
+				}
+				c.printf("new password for %s (shown only once): %s\n", u.Email, password)
+				return nil
+			})
 		},
 	}
+}
+
+// onUser opens the database, finds the user with email and calls fn.
+func (c *cli) onUser(cmd *cobra.Command, email string, fn func(a *app, u *models.User) error) error {
+	a, err := c.openForAdmin(cmd)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	u, err := userByEmail(cmd, a, email)
+	if err != nil {
+		return err
+	}
+	return fn(a, u)
 }
 
 func userByEmail(cmd *cobra.Command, a *app, email string) (*models.User, error) {
@@ -203,22 +196,15 @@ func (c *cli) tokenCreate() *cobra.Command {
 		Example: `  gantry admin token create --user ci@example.com --name github-actions --scopes read,write --expires 2160h`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := c.openForAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer a.close()
-			u, err := userByEmail(cmd, a, email)
-			if err != nil {
-				return err
-			}
-			secret, t, err := access.CreateToken(cmd.Context(), a.db.Bun, u, access.NewToken{Name: name, Scopes: strings.Split(scopes, ","), ExpiresIn: expires}, cliActor())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(c.stderr, "created token %d %q for %s with scopes %s; it is shown only once:\n", t.ID, t.Name, u.Email, joinComma(t.Scopes))
-			c.printf("%s\n", secret)
-			return nil
+			return c.onUser(cmd, email, func(a *app, u *models.User) error {
+				secret, t, err := access.CreateToken(cmd.Context(), a.db.Bun, u, access.NewToken{Name: name, Scopes: strings.Split(scopes, ","), ExpiresIn: expires}, cliActor())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.stderr, "created token %d %q for %s with scopes %s; it is shown only once:\n", t.ID, t.Name, u.Email, joinComma(t.Scopes))
+				c.printf("%s\n", secret)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&email, "user", "", "email of the token's owner (required); the token never exceeds their role")
