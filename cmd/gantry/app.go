@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +31,7 @@ type app struct {
 	migrator *migrations.Migrator
 }
 
-func newLogger(cfg *config.Config, w *os.File) *slog.Logger {
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5"
@@ -51,7 +50,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	if err := cfg.EnsureDevSecret(); err != nil {
 		return err
 	}
-	logger := newLogger(cfg, os.Stderr)
+	logger := newLogger(cfg, c.stderr)
 
 	if cfg.DatabaseURL == "" {
 		cluster, err := devdb.New(filepath.Join(cfg.DataDir, "postgres"), func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -174,4 +175,35 @@ func TestAdminCommands(t *testing.T) {
 		events = append(events, e.Event)
 	}
 	require.Equal(t, []string{"user-disabled", "user-password-changed", "user-role-changed", "token-revoked", "token-created", "user-created"}, events)
+}
+
+// A worker process runs the periodic sweeps (River's elected leader enqueues
+// them) and stops cleanly when told to.
+func TestWorkerRunsPeriodicJobsAndStopsCleanly(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	env := []string{"DATABASE_URL=" + url, "GANTRY_SECRET_KEY=" + strings.Repeat("s", 32), "GANTRY_LOG_LEVEL=warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		var out bytes.Buffer
+		done <- run(ctx, []string{"worker"}, env, &out, &out)
+	}()
+
+	db, err := models.Open(context.Background(), url, 2)
+	require.NoError(t, err)
+	defer db.Close()
+	require.Eventually(t, func() bool {
+		var state string
+		err := db.Pool.QueryRow(context.Background(), "SELECT state FROM river_job WHERE kind = 'prune_sessions'").Scan(&state)
+		return err == nil && state == "completed"
+	}, 30*time.Second, 100*time.Millisecond, "the session sweep ran on start")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(40 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -124,5 +123,5 @@ func (c *cli) openForAdmin(cmd *cobra.Command) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, fmt.Errorf("DATABASE_URL is not set (for the database of gantry dev, start gantry dev and use the URL it logs)")
 	}
-	return openApp(cmd.Context(), cfg, newLogger(cfg, os.Stderr))
+	return openApp(cmd.Context(), cfg, newLogger(cfg, c.stderr))
 }

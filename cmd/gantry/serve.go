@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -53,7 +52,7 @@ func (c *cli) serve(ctx context.Context, opts runOptions) error {
 	if err := cfg.RequireServerSettings(); err != nil {
 		return err
 	}
-	a, err := openApp(ctx, cfg, newLogger(cfg, os.Stderr))
+	a, err := openApp(ctx, cfg, newLogger(cfg, c.stderr))
 	if err != nil {
 		return err
 	}
