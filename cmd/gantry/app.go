@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
-	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
