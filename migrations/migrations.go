@@ -31,10 +31,10 @@ const advisoryLockKey = 7_461_210_001
 
 // Status is one migration, Gantry's or River's, and whether it is applied.
 type Status struct {
-	Source    string // "gantry" or "river"
-	Name      string
-	Applied   bool
-	AppliedAt time.Time
+	Source    string    `json:"source"` // "gantry" or "river"
+	Name      string    `json:"name"`
+	Applied   bool      `json:"applied"`
+	AppliedAt time.Time `json:"applied_at,omitzero"` // River records none
 }
 
 // Migrator applies Gantry's and River's migrations.

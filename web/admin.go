@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -285,15 +286,20 @@ func (s *Server) apiUpdateUser(c echo.Context) error {
 		return err
 	}
 	ctx, actor := c.Request().Context(), principalOf(c).Actor()
-	if in.Role != nil {
-		if err := access.SetRole(ctx, s.DB.Bun, id, *in.Role, actor); err != nil {
-			return err
+	// Both changes or neither.
+	err = s.DB.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		if in.Role != nil {
+			if err := access.SetRole(ctx, tx, id, *in.Role, actor); err != nil {
+				return err
+			}
 		}
-	}
-	if in.Disabled != nil {
-		if err := access.SetDisabled(ctx, s.DB.Bun, id, *in.Disabled, actor); err != nil {
-			return err
+		if in.Disabled != nil {
+			return access.SetDisabled(ctx, tx, id, *in.Disabled, actor)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	u, err := models.UserByID(ctx, s.DB.Bun, id)
 	if err != nil {

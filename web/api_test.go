@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestAPIAuthentication(t *testing.T) {
 		secret := b.token(t, ops, "read")
 		tokens, err := models.ListTokens(context.Background(), b.db.Bun, ops.ID)
 		require.NoError(t, err)
-		require.NoError(t, access.RevokeToken(context.Background(), b.db.Bun, tokens[0].ID, ops, "test"))
+		require.NoError(t, access.RevokeToken(context.Background(), b.db.Bun, tokens[0].ID, ops.ID, "test"))
 		res, body := b.call(t, "GET", "/api/v1/me", secret, "")
 		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
 		require.Equal(t, "unauthorized", errorCode(body))
@@ -233,4 +234,92 @@ func TestAPIRateLimit(t *testing.T) {
 	}
 	require.NotNil(t, limited, "the burst of 3 is exceeded within 10 quick calls")
 	require.NotEmpty(t, limited.Header.Get("Retry-After"))
+}
+
+func TestTokensAreForTheAPIOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := b.user(t, "root@example.com", models.RoleAdmin)
+	readOnly := b.token(t, admin, "read")
+	for _, path := range []string{"/", "/tokens", "/admin/users", "/admin/river/api/jobs"} {
+		req, _ := http.NewRequest("GET", b.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+readOnly)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		require.Equal(t, http.StatusForbidden, res.StatusCode, path)
+	}
+	req, _ := http.NewRequest("POST", b.srv.URL+"/tokens", strings.NewReader("name=escalate&scopes=write"))
+	req.Header.Set("Authorization", "Bearer "+readOnly)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "a read token cannot mint a write token through the form")
+
+	t.Run("an admin's token without the admin scope revokes only its owner's tokens", func(t *testing.T) {
+		other := b.user(t, "other@example.com", models.RoleViewer)
+		b.token(t, other, "read")
+		tokens, err := models.ListTokens(context.Background(), b.db.Bun, other.ID)
+		require.NoError(t, err)
+		res, _ := b.call(t, "DELETE", "/api/v1/tokens/"+itoa(int(tokens[0].ID)), b.token(t, admin, "write"), "")
+		require.Equal(t, http.StatusNotFound, res.StatusCode)
+		res, _ = b.call(t, "DELETE", "/api/v1/tokens/"+itoa(int(tokens[0].ID)), b.token(t, admin, "write", "admin"), "")
+		require.Equal(t, http.StatusNoContent, res.StatusCode)
+	})
+}
+
+func TestClientAddressCannotBeSpoofed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "GANTRY_LOGIN_ATTEMPTS=2")
+	b.user(t, "ada@example.com", models.RoleViewer)
+	br := b.browser(t)
+	_, _, csrf := br.get(t, "/login")
+	for i := 0; i < 2; i++ {
+		br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"nobody" + itoa(i) + "@example.com"}, "password": {"guess-guess-guess"}})
+	}
+	// A new email and a forged X-Forwarded-For do not reset the per-address count.
+	req, _ := http.NewRequest("POST", b.srv.URL+"/login", strings.NewReader(url.Values{"_csrf": {csrf}, "email": {"ada@example.com"}, "password": {password}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	res, err := br.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+}
+
+func TestCrossSiteFormsAreRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "ada@example.com", models.RoleViewer)
+	br := b.browser(t)
+	br.login(t, "ada@example.com")
+	req, _ := http.NewRequest("POST", b.srv.URL+"/tokens", strings.NewReader("name=x&scopes=read"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	res, err := br.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	tokens, err := models.ListTokens(context.Background(), b.db.Bun, 0)
+	require.NoError(t, err)
+	require.Empty(t, tokens)
+}
+
+func TestForwardedForIsBelievedFromTrustedProxies(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "GANTRY_LOGIN_ATTEMPTS=2", "GANTRY_TRUSTED_PROXIES=127.0.0.0/8")
+	b.user(t, "ada@example.com", models.RoleViewer)
+	br := b.browser(t)
+	_, _, csrf := br.get(t, "/login")
+	for i := 0; i < 2; i++ {
+		br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"nobody" + itoa(i) + "@example.com"}, "password": {"guess-guess-guess"}})
+	}
+	req, _ := http.NewRequest("POST", b.srv.URL+"/login", strings.NewReader(url.Values{"_csrf": {csrf}, "email": {"ada@example.com"}, "password": {password}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	res, err := br.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "behind a trusted proxy each client has its own count")
 }

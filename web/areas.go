@@ -16,8 +16,8 @@ var (
 		Title: "Infrastructure",
 		Lead:  "Terragrunt and Terraform changes, planned on every pull request and applied in dependency order after merge, with a vote between plan and apply.",
 		Empty: components.EmptyProps{
-			TestID: "empty-infra", Title: "No repositories connected yet",
-			Body: "Repositories, their open pull requests with plan status, and deployment runs with their execution graph will be listed here.",
+			TestID: "empty-infra", Title: "Infrastructure delivery is not built yet",
+			Body: "When it is, your repositories, their open pull requests with plan status, and deployment runs with their execution graph will be listed here. Setting it up will take three steps:",
 			Steps: []string{
 				"Add the repository, its trunk branch and its accounts with voters to gantry.yaml.",
 				"Point a GitHub webhook at /webhooks/github with the configured secret.",
@@ -30,8 +30,8 @@ var (
 		Title: "Environments",
 		Lead:  "Pools of pre-provisioned test environments that CI jobs lease, use with temporary credentials, and give back to be cleaned.",
 		Empty: components.EmptyProps{
-			TestID: "empty-environments", Title: "No pools registered yet",
-			Body: "Each pool's capacity (available, in use, cleaning, dirty), its environments with their current lease, and the dirty queue will appear here.",
+			TestID: "empty-environments", Title: "Environment pools are not built yet",
+			Body: "When they are, each pool's capacity (available, in use, cleaning, dirty), its environments with their current lease, and the dirty queue will appear here. Setting them up will take three steps:",
 			Steps: []string{
 				"Register pools and environments (AWS accounts or PostgreSQL databases) in gantry.yaml.",
 				"Give each CI system an API token on the pool's allow list.",
@@ -44,8 +44,8 @@ var (
 		Title: "Daemons",
 		Lead:  "Exactly one copy of a task on every instance of a cluster, rolled out within a minimum-healthy budget and restarted when it dies.",
 		Empty: components.EmptyProps{
-			TestID: "empty-daemons", Title: "No daemon environments yet",
-			Body: "Daemon environments with their versions, rolling deployments with progress, and health per instance will appear here.",
+			TestID: "empty-daemons", Title: "Daemons are not built yet",
+			Body: "When they are, daemon environments with their versions, rolling deployments with progress, and health per instance will appear here.",
 			Doc:  "docs/areas/daemons.md",
 		},
 	}
@@ -53,8 +53,8 @@ var (
 		Title: "Modules",
 		Lead:  "Modules declare resources (databases, topics, cron, verbs); Gantry keeps the resource graph, plans before it applies and provisions through plugins.",
 		Empty: components.EmptyProps{
-			TestID: "empty-modules", Title: "No modules deployed yet",
-			Body: "The module graph, queued deployments waiting on their dependencies, and each deployment's plan will appear here.",
+			TestID: "empty-modules", Title: "Modules are not built yet",
+			Body: "When they are, the module graph, queued deployments waiting on their dependencies, and each deployment's plan will appear here.",
 			Doc:  "docs/areas/modules.md",
 		},
 	}
@@ -62,8 +62,8 @@ var (
 		Title: "Pipelines",
 		Lead:  "Release pipelines of stages, host groups and hosts that move each revision forward by reading the deployment log.",
 		Empty: components.EmptyProps{
-			TestID: "empty-pipelines", Title: "No pipelines defined yet",
-			Body: "Each pipeline's stages with the position of every revision in flight, gates waiting for approval, and batches will appear here.",
+			TestID: "empty-pipelines", Title: "Pipelines are not built yet",
+			Body: "When they are, each pipeline's stages with the position of every revision in flight, gates waiting for approval, and batches will appear here. Until then, CI can already record its own steps in the deployment log (POST /api/v1/log).",
 			Doc:  "docs/areas/pipelines.md",
 		},
 	}
@@ -72,7 +72,7 @@ var (
 		Lead:  "Everything waiting for your vote: infrastructure plans, pipeline gates.",
 		Empty: components.EmptyProps{
 			TestID: "empty-approvals", Title: "Nothing is waiting for your vote",
-			Body: "When a plan or a gate names you as a voter, it is listed here and you get an email with a link. You can approve or reject here or from the email.",
+			Body: "Once infrastructure plans and pipeline gates are built, whatever names you as a voter is listed here, and you get an email with a link to approve or reject.",
 		},
 	}
 )

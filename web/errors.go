@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -104,11 +105,16 @@ func (s *Server) classify(c echo.Context, err error) *apperr.Error {
 		case http.StatusServiceUnavailable:
 			return apperr.New(apperr.Unavailable, "The request took too long. Try again.")
 		}
+		for code, status := range statusOf {
+			if status == he.Code && he.Code < 500 {
+				return apperr.New(code, "%v", he.Message)
+			}
+		}
 		if he.Code < 500 {
 			return apperr.New(apperr.Invalid, "%v", he.Message)
 		}
 	}
-	return apperr.New(apperr.Internal, "Something went wrong on our side. The request id below helps whoever runs Gantry find out what.")
+	return apperr.New(apperr.Internal, "Something went wrong on our side. The request id (X-Request-Id) helps whoever runs Gantry find out what.")
 }
 
 func wantsJSON(c echo.Context) bool {
@@ -145,11 +151,10 @@ func jsonError(err error) error {
 	case errors.As(err, &syntax):
 		return apperr.New(apperr.Invalid, "Malformed JSON at byte %d: %v.", syntax.Offset, syntax)
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "body"
+		if typ.Field == "" {
+			return apperr.New(apperr.Invalid, "The body must be a JSON object, not %s.", typ.Value)
 		}
-		return apperr.Field(field, fmt.Sprintf("must be %s, not %s", typ.Type.String(), typ.Value))
+		return apperr.Field(typ.Field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind()), typ.Value))
 	case errors.As(err, &maxBytes):
 		return apperr.New(apperr.Invalid, "The request body is too large (the limit is 1 MB).")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -159,4 +164,21 @@ func jsonError(err error) error {
 		return apperr.New(apperr.Invalid, "The request body is empty or cut short; send a JSON object.")
 	}
 	return apperr.New(apperr.Invalid, "Malformed JSON: %v.", err)
+}
+
+// jsonKind names a Go kind the way a JSON client thinks of it.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return k.String()
 }

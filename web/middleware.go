@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/gantryhq/gantry/assets"
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -41,6 +43,15 @@ func (p *principal) Actor() string {
 	return access.Actor(p.User)
 }
 
+// tokenOwnerScope is whose tokens the caller may revoke: their own (their
+// id), or anyone's (0) for an admin signed in or holding the admin scope.
+func (p *principal) tokenOwnerScope() int64 {
+	if p.User.Role == models.RoleAdmin && (p.Token == nil || p.Token.HasScope(auth.ScopeAdmin)) {
+		return 0
+	}
+	return p.User.ID
+}
+
 func principalOf(c echo.Context) *principal {
 	p, _ := c.Get(principalKey).(*principal)
 	return p
@@ -49,6 +60,7 @@ func principalOf(c echo.Context) *principal {
 // middleware installs what every request passes through, outermost first.
 func (s *Server) middleware() {
 	e := s.echo
+	e.IPExtractor = clientIP(s.Config.TrustedProxies)
 	e.Pre(middleware.RemoveTrailingSlashWithConfig(middleware.TrailingSlashConfig{
 		RedirectCode: http.StatusMovedPermanently,
 		// River UI wants its root with the slash.
@@ -91,6 +103,19 @@ func (s *Server) middleware() {
 			return apperr.New(apperr.Forbidden, "The form expired or came from another site. Reload the page and try again.")
 		},
 	}))
+}
+
+// clientIP believes X-Forwarded-For only from the configured proxies, so a
+// client cannot claim another address to dodge the sign-in and API limits.
+func clientIP(proxies []*net.IPNet) echo.IPExtractor {
+	if len(proxies) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range proxies {
+		opts = append(opts, echo.TrustIPRange(p))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // skipCSRF exempts token callers (no ambient credentials to forge) and the
@@ -178,6 +203,10 @@ func (s *Server) page(min models.Role) echo.MiddlewareFunc {
 					return apperr.New(apperr.Unauthorized, "Sign in first.")
 				}
 				return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+			}
+			if p.Token != nil {
+				// Tokens carry scopes that pages do not check; they are for the API.
+				return apperr.New(apperr.Forbidden, "Pages need a browser session; API tokens work on /api/v1.")
 			}
 			if !p.User.Role.Includes(min) {
 				return apperr.New(apperr.Forbidden, "This needs the %s role; you are %s.", min, p.User.Role)

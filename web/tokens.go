@@ -105,7 +105,7 @@ func (s *Server) revokeTokenForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.User, p.Actor()); err != nil {
+	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor()); err != nil {
 		return err
 	}
 	back := "/tokens"
@@ -188,7 +188,7 @@ func (s *Server) apiRevokeToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.User, p.Actor()); err != nil {
+	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor()); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

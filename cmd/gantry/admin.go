@@ -279,7 +279,7 @@ func (c *cli) tokenRevoke() *cobra.Command {
 				return err
 			}
 			defer a.close()
-			if err := access.RevokeToken(cmd.Context(), a.db.Bun, id, nil, cliActor()); err != nil {
+			if err := access.RevokeToken(cmd.Context(), a.db.Bun, id, 0, cliActor()); err != nil {
 				return err
 			}
 			c.printf("revoked token %d\n", id)

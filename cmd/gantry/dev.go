@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/gantryhq/gantry/internal/access"
@@ -68,7 +66,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 				logger.Info("private database stopped")
 			}
 		}()
-		if err := createDatabase(ctx, cluster.URL("postgres"), devDatabase); err != nil {
+		if err := cluster.CreateDatabase(ctx, devDatabase); err != nil {
 			return err
 		}
 		cfg.DatabaseURL = cluster.URL(devDatabase)
@@ -100,11 +98,11 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		}
 	}
 	return a.serve(ctx, runOptions{web: true, workers: true, ready: func(addr string) {
-		c.printf("Gantry is running at %s (Ctrl-C stops it)\n", cfg.BaseURL)
+		c.printf("Gantry is running at %s, listening on %s (Ctrl-C stops it)\n", cfg.BaseURL, addr)
 	}})
 }
 
-// ensureFirstAdmin creates admin@localhost when there are no users at all and
+// ensureFirstAdmin creates admin@localhost.localdomain when there are no users at all and
 // prints its password, the only time it is ever shown.
 func (c *cli) ensureFirstAdmin(ctx context.Context, a *app) error {
 	n, err := models.CountUsers(ctx, a.db.Bun)
@@ -121,25 +119,4 @@ func (c *cli) ensureFirstAdmin(ctx context.Context, a *app) error {
 	}
 	c.printf("\nFirst admin user created. This password is shown only once:\n  email:    %s\n  password: %s\n\n", u.Email, password)
 	return nil
-}
-
-// createDatabase creates name on the server at adminURL unless it exists.
-func createDatabase(ctx context.Context, adminURL, name string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return fmt.Errorf("connecting to the private database: %w", err)
-	}
-	defer conn.Close(context.Background())
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		return err
-	}
-	if exists {
-		return nil
-	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("creating database %s: %w", name, err)
-	}
-	return err
 }

@@ -207,3 +207,13 @@ func TestWorkerRunsPeriodicJobsAndStopsCleanly(t *testing.T) {
 		t.Fatal("the worker did not stop")
 	}
 }
+
+func TestDevAndServeBothTakeAddr(t *testing.T) {
+	t.Parallel()
+	// A bad value proves the flag reaches the configuration (and stops dev
+	// before it starts a database).
+	for _, cmd := range []string{"dev", "serve"} {
+		_, _, err := gantry(t, []string{"GANTRY_DATA_DIR=" + t.TempDir()}, cmd, "--addr", "no-port")
+		require.ErrorContains(t, err, `GANTRY_ADDR="no-port"`, cmd)
+	}
+}

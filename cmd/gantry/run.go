@@ -50,7 +50,12 @@ flags override them.`,
 	return root.ExecuteContext(ctx)
 }
 
+// flag returns the override slot for variable name; commands that offer the
+// same flag share it, and only the command that runs parses its flags.
 func (c *cli) flag(name string) *string {
+	if p, ok := c.flags[name]; ok {
+		return p
+	}
 	p := new(string)
 	c.flags[name] = p
 	return p

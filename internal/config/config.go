@@ -25,7 +25,7 @@ type Config struct {
 	DatabaseURL    string        // DATABASE_URL; empty means "start the private cluster" (gantry dev only)
 	Addr           string        // GANTRY_ADDR
 	BaseURL        *url.URL      // GANTRY_BASE_URL, used in links that leave the process (emails)
-	SecretKey      []byte        // GANTRY_SECRET_KEY, signs links and cookies
+	SecretKey      []byte        // GANTRY_SECRET_KEY, signs the links emailed to voters
 	ConfigFile     string        // GANTRY_CONFIG, path of gantry.yaml
 	DataDir        string        // GANTRY_DATA_DIR, the private cluster and dev secrets
 	LogLevel       slog.Level    // GANTRY_LOG_LEVEL
@@ -39,6 +39,7 @@ type Config struct {
 	APIBurst       int           // GANTRY_API_BURST
 	RequestTimeout time.Duration // GANTRY_REQUEST_TIMEOUT for ordinary requests
 	ShutdownGrace  time.Duration // GANTRY_SHUTDOWN_GRACE, how long running jobs get to finish
+	TrustedProxies []*net.IPNet  // GANTRY_TRUSTED_PROXIES, whose X-Forwarded-For is believed
 }
 
 // Var documents one environment variable.
@@ -58,8 +59,8 @@ var Vars = []Var{
 	{"GANTRY_DATA_DIR", ".gantry", "Directory for the private PostgreSQL cluster and dev secrets."},
 	{"GANTRY_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"GANTRY_LOG_FORMAT", "text", "text or json."},
-	{"GANTRY_DB_MAX_CONNS", "20", "Size of the process's one pgx pool (web, workers and River's listener share it)."},
-	{"GANTRY_WORKERS", "10", "Jobs worked at once per queue by this process."},
+	{"GANTRY_DB_MAX_CONNS", "40", "Size of the process's one pgx pool (web, workers and River's listener share it)."},
+	{"GANTRY_WORKERS", "5", "Jobs worked at once per queue by this process (7 queues)."},
 	{"GANTRY_SESSION_TTL", "12h", "How long a browser session lasts."},
 	{"GANTRY_LOGIN_ATTEMPTS", "5", "Failed logins allowed per email and per IP address within GANTRY_LOGIN_WINDOW."},
 	{"GANTRY_LOGIN_WINDOW", "15m", "Window for GANTRY_LOGIN_ATTEMPTS."},
@@ -67,6 +68,7 @@ var Vars = []Var{
 	{"GANTRY_API_BURST", "40", "Burst size for GANTRY_API_RATE."},
 	{"GANTRY_REQUEST_TIMEOUT", "30s", "Time limit for an ordinary request (live streams are exempt)."},
 	{"GANTRY_SHUTDOWN_GRACE", "30s", "On stop, how long running jobs may finish before they are cancelled and retried later."},
+	{"GANTRY_TRUSTED_PROXIES", "", "Comma-separated CIDRs of the load balancers in front of Gantry; X-Forwarded-For is believed only from them. Empty: the connection's address is the client's."},
 }
 
 // FieldError names the variable that is wrong and why.
@@ -173,6 +175,18 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 		fail("GANTRY_API_RATE", "must be a positive number")
 	} else {
 		c.APIRate = r
+	}
+
+	for _, cidr := range strings.Split(get("GANTRY_TRUSTED_PROXIES"), ",") {
+		if cidr = strings.TrimSpace(cidr); cidr == "" {
+			continue
+		}
+		_, n, err := net.ParseCIDR(cidr)
+		if err != nil {
+			fail("GANTRY_TRUSTED_PROXIES", fmt.Sprintf("%q is not a CIDR such as 10.0.0.0/8", cidr))
+			continue
+		}
+		c.TrustedProxies = append(c.TrustedProxies, n)
 	}
 
 	if len(errs) > 0 {
