@@ -58,6 +58,8 @@ func TestViewerForbidden(t *testing.T) {
 	signIn(t, page, srv.URL, vic)
 
 	require.NoError(t, expect.Locator(page.Locator(`nav a[href="/admin"]`)).ToHaveCount(0), "a viewer is not offered the admin pages")
+	open(t, page, srv.URL+"/admin/river/", http.StatusForbidden)
+	require.NoError(t, expect.Locator(page.GetByTestId("error-page")).ToContainText("admin role"), "River UI is for admins only")
 	open(t, page, srv.URL+"/admin/users", http.StatusForbidden)
 	errPage := page.GetByTestId("error-page")
 	require.NoError(t, expect.Locator(errPage).ToContainText("403"))

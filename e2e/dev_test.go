@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,9 +22,9 @@ import (
 const devFirstReadyTimeout = 60 * time.Second
 
 // TestDevKilledAndRestarted: `gantry dev` without DATABASE_URL runs its own
-// PostgreSQL in GANTRY_DATA_DIR. Killed outright, it loses nothing: started
-// again on the same directory it carries on with the same data, and Ctrl-C
-// then stops it and its database cleanly.
+// PostgreSQL in GANTRY_DATA_DIR. Killed outright, alone or together with its
+// database, it loses nothing: started again on the same directory it carries
+// on with the same data, and Ctrl-C then stops it and its database cleanly.
 func TestDevKilledAndRestarted(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
@@ -38,12 +39,22 @@ func TestDevKilledAndRestarted(t *testing.T) {
 	addr := freeAddr(t)
 	baseURL := "http://" + addr
 	environ := processEnv("GANTRY_DATA_DIR="+dataDir, "GANTRY_ADDR="+addr, "GANTRY_BASE_URL="+baseURL)
+	startDev := func(t *testing.T, name string, timeout time.Duration) (*process, string) {
+		t.Helper()
+		p := startProcess(t, name, environ, "dev")
+		p.waitReady(t, baseURL, timeout)
+		return p, waitForOutput(t, p, "Gantry is running at "+baseURL)
+	}
+	kill := func(t *testing.T, p *process) {
+		t.Helper()
+		code, err := p.stop(syscall.SIGKILL, stopTimeout)
+		require.NoError(t, err)
+		require.Equal(t, -1, code, "killed by a signal")
+	}
 
 	// First run: a new cluster, migrated, with a first admin whose password
 	// is printed once.
-	first := startProcess(t, "gantry-dev-1", environ, "dev")
-	first.waitReady(t, baseURL, devFirstReadyTimeout)
-	out := waitForOutput(t, first, "Gantry is running at "+baseURL)
+	first, out := startDev(t, "gantry-dev-1", devFirstReadyTimeout)
 	m := regexp.MustCompile(`(?m)^\s*email:\s*(\S+)\s*\n\s*password:\s*(\S+)\s*$`).FindStringSubmatch(out)
 	require.NotNil(t, m, "the first run prints the first admin's email and password; stdout:\n%s", out)
 	admin := user{Email: m[1], Name: "Admin", Password: m[2]}
@@ -52,37 +63,112 @@ func TestDevKilledAndRestarted(t *testing.T) {
 	pid, running := postmaster(pgDir)
 	require.True(t, running, "the private PostgreSQL runs while gantry dev does (postmaster.pid: %d)", pid)
 
-	// Killed: it gets no chance to stop its database.
-	code, err := first.stop(syscall.SIGKILL, stopTimeout)
-	require.NoError(t, err)
-	require.Equal(t, -1, code, "killed by a signal")
-	pid, running = postmaster(pgDir)
-	t.Logf("after SIGKILL: private PostgreSQL pid %d still running: %v", pid, running)
-
-	// Second run on the same directory adopts (or restarts) the database.
-	second := startProcess(t, "gantry-dev-2", environ, "dev")
-	second.waitReady(t, baseURL, readyTimeout)
-	out = waitForOutput(t, second, "Gantry is running at "+baseURL)
-	require.NotContains(t, out, "password:", "no new admin password on a restart: the data was kept")
-	require.NotContains(t, out, "First admin user created")
-	for _, line := range strings.Split(second.stderr(), "\n") {
-		if strings.Contains(line, "adopting") || strings.Contains(line, "stale") {
-			t.Logf("second run: %s", line)
-		}
+	// requireDataKept: a restart that printed out made no new admin, the
+	// session from the first run is still valid, and the same password
+	// still signs in.
+	requireDataKept := func(t *testing.T, out string) {
+		t.Helper()
+		require.NotContains(t, out, "password:", "no new admin password on a restart: the data was kept")
+		require.NotContains(t, out, "First admin user created")
+		open(t, page, baseURL+"/", 200)
+		require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToContainText(admin.Name), "the session survives the restart")
+		signIn(t, newPage(t), baseURL, admin)
 	}
 
-	// The session from before the kill is still valid, and the same
-	// password still signs in.
-	open(t, page, baseURL+"/", 200)
-	require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToContainText(admin.Name), "the session survives the restart")
-	signIn(t, newPage(t), baseURL, admin)
+	kill(t, first)
+	ok := t.Run("gantry killed: the database it left running is adopted", func(t *testing.T) {
+		pid, running := postmaster(pgDir)
+		require.True(t, running, "killing gantry dev leaves its PostgreSQL running")
+		second, out := startDev(t, "gantry-dev-2", readyTimeout)
+		again, running := postmaster(pgDir)
+		require.True(t, running)
+		require.Equal(t, pid, again, "the running PostgreSQL is adopted, not replaced")
+		requireDataKept(t, out)
+		kill(t, second)
+	})
+	if !ok {
+		return
+	}
 
-	// Ctrl-C stops gantry and, with it, the private database.
-	code, err = second.stop(syscall.SIGINT, stopTimeout)
-	require.NoError(t, err)
-	require.Equal(t, 0, code, "gantry dev exits 0 on Ctrl-C")
-	pid, running = postmaster(pgDir)
-	require.False(t, running, "gantry dev left its PostgreSQL (pid %d) running after Ctrl-C", pid)
+	t.Run("gantry and its database killed: the stale postmaster.pid is handled", func(t *testing.T) {
+		// As after a power cut: the server dies without removing its pid file.
+		pid, running := postmaster(pgDir)
+		require.True(t, running)
+		procs := append(childrenOf(pid), pid)
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		waitGone(t, procs)
+		stale, running := postmaster(pgDir)
+		require.Equal(t, pid, stale, "postmaster.pid is left behind")
+		require.False(t, running)
+
+		third, out := startDev(t, "gantry-dev-3", readyTimeout)
+		fresh, running := postmaster(pgDir)
+		require.True(t, running, "gantry dev starts its PostgreSQL again")
+		require.NotEqual(t, pid, fresh)
+		requireDataKept(t, out)
+
+		// Ctrl-C stops gantry and, with it, the private database.
+		code, err := third.stop(syscall.SIGINT, stopTimeout)
+		require.NoError(t, err)
+		require.Equal(t, 0, code, "gantry dev exits 0 on Ctrl-C")
+		pid, running = postmaster(pgDir)
+		require.False(t, running, "gantry dev left its PostgreSQL (pid %d) running after Ctrl-C", pid)
+	})
+}
+
+// waitGone waits until the processes have exited and been reaped: a killed
+// postmaster's backends notice and leave within moments, and PostgreSQL
+// counts even a zombie as the owner of its socket lock file.
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(stopTimeout)
+	for {
+		var left []int
+		for _, pid := range pids {
+			if exists(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the killed PostgreSQL did not exit within %v", left, stopTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exists reports whether there is a process pid, zombies included.
+func exists(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// childrenOf lists the live processes whose parent is pid (Linux only:
+// elsewhere it finds none).
+func childrenOf(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var children []int
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 2 || fields[0] == "Z" || fields[1] != strconv.Itoa(pid) {
+			continue
+		}
+		if child, err := strconv.Atoi(filepath.Base(filepath.Dir(path))); err == nil {
+			children = append(children, child)
+		}
+	}
+	return children
 }
 
 // waitForOutput waits until the process has printed want on stdout, and
@@ -104,7 +190,7 @@ func waitForOutput(t *testing.T, p *process, want string) string {
 }
 
 // postmaster reports the pid in dir/postmaster.pid and whether a postgres
-// process with that pid is alive.
+// process with that pid is alive (a zombie is not).
 func postmaster(dir string) (int, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
 	if err != nil {
@@ -112,10 +198,14 @@ func postmaster(dir string) (int, bool) {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
-		return 0, false
+	if err != nil || pid <= 0 || !exists(pid) {
+		return pid, false
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		_, procErr := os.Stat("/proc/self")
+		return pid, procErr != nil // no /proc at all (macOS): trust kill(pid, 0)
+	}
 	return pid, err == nil && strings.Contains(string(cmdline), "postgres")
 }
 

@@ -59,8 +59,7 @@ func startProcess(t *testing.T, name string, environ []string, args ...string) *
 	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = stderr
 	p.cmd.WaitDelay = 5 * time.Second
-	// Should the test binary die, take the server with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = childProcAttr()
 	require.NoError(t, p.cmd.Start(), "starting %s", name)
 	go func() {
 		p.waitErr = p.cmd.Wait()

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -33,33 +34,24 @@ func newPage(t *testing.T) playwright.Page {
 	page, err := bctx.NewPage()
 	require.NoError(t, err)
 
-	var mu sync.Mutex
-	var problems []string
-	page.OnPageError(func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		problems = append(problems, "uncaught script error: "+err.Error())
-	})
+	problems := &problemList{}
+	page.OnPageError(func(err error) { problems.add("uncaught script error on " + page.URL() + ": " + err.Error()) })
 	page.OnConsole(func(m playwright.ConsoleMessage) {
 		// "Failed to load resource" is how Chromium reports any 4xx
 		// document, which several tests expect; anything else is a fault.
 		if m.Type() != "error" || strings.HasPrefix(m.Text(), "Failed to load resource") {
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		problems = append(problems, "console error on "+m.Page().URL()+": "+m.Text())
+		problems.add("console error on " + m.Page().URL() + ": " + m.Text())
 	})
 	t.Cleanup(func() {
 		if err := bctx.Close(); err != nil {
 			t.Errorf("closing the browser context: %v", err)
 		}
 	})
-	// Registered after Close, so it runs before it, while the page is open.
+	// Registered after Close, so it runs before it.
 	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range problems {
+		for _, p := range problems.list() {
 			t.Errorf("browser: %s", p)
 		}
 	})
@@ -99,4 +91,42 @@ func signIn(t *testing.T, page playwright.Page, baseURL string, u user) {
 	require.Equal(t, 303, status, "POST /login as %s", u.Email)
 	require.NoError(t, expect.Page(page).ToHaveURL(baseURL+"/"))
 	require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToContainText(u.Name))
+}
+
+// problemList collects what went wrong in a page, each distinct problem once
+// with how often it happened (a page may repeat one CSP violation dozens of
+// times, differing only in the hash it quotes).
+type problemList struct {
+	mu    sync.Mutex
+	order []string
+	count map[string]int
+}
+
+func (l *problemList) add(msg string) {
+	// The first sentence says what and where; the rest is advice.
+	if first, _, ok := strings.Cut(msg, ". "); ok {
+		msg = first + "."
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.count == nil {
+		l.count = map[string]int{}
+	}
+	if l.count[msg] == 0 {
+		l.order = append(l.order, msg)
+	}
+	l.count[msg]++
+}
+
+func (l *problemList) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, len(l.order))
+	for i, msg := range l.order {
+		out[i] = msg
+		if n := l.count[msg]; n > 1 {
+			out[i] = fmt.Sprintf("%s (%d times)", msg, n)
+		}
+	}
+	return out
 }

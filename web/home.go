@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -40,6 +41,15 @@ func (s *Server) home(c echo.Context) error {
 			active++
 		}
 	}
-	v := home.View{Greeting: "Hello, " + p.User.Name, Cards: homeCards, Recent: logRows(recent), Users: users, Tokens: active}
+	counts := fmt.Sprintf("%s · %d of your API tokens active", plural(int(users), "user", "users"), active)
+	v := home.View{Greeting: "Hello, " + p.User.Name, Cards: homeCards, Recent: logRows(recent), Counts: counts}
 	return s.render(c, http.StatusOK, home.Page(v))
+}
+
+// plural writes n with the singular or plural noun: "1 user", "3 users".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -50,6 +50,9 @@ func (s *Server) riverUI(c echo.Context) error {
 			return err
 		}
 	}
+	// River UI's page uses inline styles and one inline script; allow them
+	// on its own paths only.
+	c.Response().Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
 	s.riverUIHandler.ServeHTTP(c.Response(), r)
 	return nil
 }

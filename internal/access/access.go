@@ -165,7 +165,7 @@ func Login(ctx context.Context, db bun.IDB, email, password string, from Client,
 		return "", nil, err
 	}
 	if byEmail >= limits.Attempts || byIP >= limits.Attempts {
-		return "", nil, apperr.New(apperr.RateLimited, "Too many failed sign-ins. Try again in %s.", limits.Window)
+		return "", nil, apperr.New(apperr.RateLimited, "Too many failed sign-ins. Try again in %s.", humanDuration(limits.Window))
 	}
 
 	u, err := models.UserByEmail(ctx, db, email)
@@ -354,4 +354,21 @@ func SetPassword(ctx context.Context, db bun.IDB, userID int64, password, actor 
 		}
 		return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: UserTarget(userID), Event: EventPasswordChanged, Actor: actor})
 	})
+}
+
+// humanDuration says a window the way people do: "15 minutes", "1 hour".
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		if d == time.Hour {
+			return "1 hour"
+		}
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		if d == time.Minute {
+			return "1 minute"
+		}
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.String()
 }

@@ -282,7 +282,7 @@ func Users(v UsersView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</tbody></table></div><div class=\"panel\" style=\"margin-top:16px\"><h2>New user</h2><p class=\"muted\">They sign in with this password and can be given a new one with <code>gantry admin user password</code>.</p><form method=\"post\" action=\"/admin/users\" data-testid=\"user-form\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</tbody></table></div><div class=\"panel\"><h2>New user</h2><p class=\"muted\">They sign in with this password and can be given a new one with <code>gantry admin user password</code>.</p><form method=\"post\" action=\"/admin/users\" data-testid=\"user-form\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
