@@ -35,6 +35,7 @@ var AllQueues = []string{QueueDefault, QueueMaintenance, QueueInfra, QueueEnviro
 type Deps struct {
 	DB     *models.DB
 	Logger *slog.Logger
+	Pools  EnvironmentPools
 }
 
 // ClientOptions says whether this process works jobs and how many at once.

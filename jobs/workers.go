@@ -10,6 +10,11 @@ import (
 func NewWorkers(deps Deps) *river.Workers {
 	w := river.NewWorkers()
 	river.AddWorker(w, &PruneSessionsWorker{DB: deps.DB, Logger: deps.Logger})
+	river.AddWorker(w, &AllocationTimeoutWorker{Pools: deps.Pools})
+	river.AddWorker(w, &CleanupEnvironmentWorker{Pools: deps.Pools})
+	river.AddWorker(w, &CleanupTimeoutWorker{Pools: deps.Pools})
+	river.AddWorker(w, &NotifyDirtyWorker{Pools: deps.Pools})
+	river.AddWorker(w, &PruneAllocationsWorker{Pools: deps.Pools, Logger: deps.Logger})
 	return w
 }
 
@@ -19,5 +24,8 @@ func PeriodicJobs() []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return PruneSessionsArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "prune_sessions", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return PruneAllocationsArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "prune_allocations", RunOnStart: true}),
 	}
 }

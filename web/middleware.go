@@ -124,6 +124,12 @@ func skipCSRF(c echo.Context) bool {
 	if p := principalOf(c); p != nil && p.Token != nil {
 		return true
 	}
+	if c.Request().Header.Get(AWSIdentityHeader) != "" {
+		return true // signed by the caller's AWS credentials, no cookie involved
+	}
+	if principalOf(c) == nil && wantsJSON(c) {
+		return true // anonymous API calls carry no credentials to forge; they get 401
+	}
 	path := c.Request().URL.Path
 	return path == "/healthz" || path == "/readyz" || path == "/metrics" || strings.HasPrefix(path, assets.Prefix)
 }

@@ -109,7 +109,7 @@ func TestEveryRouteRequiresAuthentication(t *testing.T) {
 	for _, r := range b.server.Routes() {
 		key := r.Method + " " + r.Path
 		// The API's catch-all only says "no such endpoint".
-		if public[key] || r.Path == "/api/v1/*" {
+		if public[key] || r.Path == "/api/v1/*" || r.Method == "echo_route_not_found" {
 			continue
 		}
 		path := strings.NewReplacer(":id", "1", ":name", "x", "*", "x").Replace(r.Path)
@@ -122,7 +122,7 @@ func TestEveryRouteRequiresAuthentication(t *testing.T) {
 		require.NoError(t, err)
 		res.Body.Close()
 		switch {
-		case r.Method == http.MethodGet && !strings.HasPrefix(path, "/api/") && path != "/metrics":
+		case r.Method == http.MethodGet && !isAPI(path):
 			require.Equal(t, http.StatusSeeOther, res.StatusCode, key)
 			require.True(t, strings.HasPrefix(res.Header.Get("Location"), "/login"), key)
 		default:
@@ -330,11 +330,13 @@ func TestHealthMetricsAndHeaders(t *testing.T) {
 func TestReadyzWaitsForMigrations(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	var applied int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM gantry_migrations").Scan(&applied))
 	_, err := b.db.Bun.ExecContext(context.Background(), "DELETE FROM gantry_migrations")
 	require.NoError(t, err)
 	res, body := b.call(t, "GET", "/readyz", "", "")
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-	require.EqualValues(t, 1, body["pending_migrations"])
+	require.EqualValues(t, applied, body["pending_migrations"])
 }
 
 // between cuts the text between start and end out of body.
@@ -345,4 +347,9 @@ func between(body, start, end string) string {
 	}
 	value, _, _ := strings.Cut(after, end)
 	return strings.TrimSpace(value)
+}
+
+// isAPI says whether path answers JSON rather than pages.
+func isAPI(path string) bool {
+	return strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/allocations") || path == "/pools" || path == "/metrics"
 }

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"github.com/labstack/echo/v4"
+
 	"github.com/gantryhq/gantry/assets"
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/models"
@@ -54,6 +56,16 @@ func (s *Server) routes() {
 	admin.POST("/jobs/:id/cancel", s.cancelJobForm)
 	admin.Any("/river", s.riverUI)
 	admin.Any("/river/*", s.riverUI)
+
+	// Environment pools: seed 001's routes, and the same under /api/v1.
+	for _, g := range []*echo.Group{e.Group(""), e.Group("/api/v1")} {
+		g.POST("/allocations", s.allocate, s.leaseClient)
+		g.GET("/allocations", s.listAllocations, s.leaseReader)
+		g.GET("/allocations/:id", s.getAllocation, s.leaseReader)
+		g.DELETE("/allocations/:id", s.releaseAllocation, s.leaseClient)
+		g.POST("/allocations/:id/extend", s.extendAllocation, s.leaseClient)
+		g.GET("/pools", s.listPools, s.leaseReader)
+	}
 
 	// JSON API.
 	v1 := e.Group("/api/v1", s.apiRateLimit())

@@ -16,8 +16,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"golang.org/x/time/rate"
 
 	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/models"
@@ -32,6 +34,16 @@ type Deps struct {
 	Migrator *migrations.Migrator
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
+	Pools    *pools.Service
+	// AWSIdentity verifies IAM-signed callers of the allocation API; nil
+	// turns IAM authentication off.
+	AWSIdentity AWSIdentityVerifier
+}
+
+// AWSIdentityVerifier checks a signed sts:GetCallerIdentity request and
+// returns the caller's AWS account.
+type AWSIdentityVerifier interface {
+	VerifyAccount(ctx context.Context, token string) (string, error)
 }
 
 // Server is the HTTP server.
@@ -41,13 +53,15 @@ type Server struct {
 	metrics        *httpMetrics
 	hub            *logHub
 	riverUIHandler http.Handler // nil until Serve starts it
+	clientLimits   *clientLimits
 }
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger)}
+	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger),
+		clientLimits: &clientLimits{limiters: map[string]*rate.Limiter{}, def: d.Config.APIRate}}
 	s.metrics = newHTTPMetrics(d.Registry)
 	e.HTTPErrorHandler = s.handleError
 	s.routes()

@@ -13,12 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
@@ -29,10 +31,14 @@ import (
 const password = "correct-horse-battery"
 
 type bundle struct {
-	srv    *httptest.Server
-	server *web.Server
-	db     *models.DB
-	queue  *jobs.Queue
+	srv     *httptest.Server
+	server  *web.Server
+	db      *models.DB
+	queue   *jobs.Queue
+	pools   *pools.Service
+	logger  *slog.Logger
+	webhook chan map[string]any // dirty-environment notifications received
+	hookURL string
 }
 
 // setup serves Gantry on a fresh database, with extra environment variables.
@@ -48,15 +54,32 @@ func setup(t *testing.T, env ...string) *bundle {
 	require.NoError(t, err)
 	mig, err := migrations.New(db.Pool, db.Bun)
 	require.NoError(t, err)
+	pg := &pools.PostgresKind{Getenv: func(name string) string {
+		if name == "POOL_PG_URL" {
+			return testdb.AdminURL()
+		}
+		return ""
+	}}
+	t.Cleanup(pg.Close)
+	webhook := make(chan map[string]any, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		webhook <- body
+	}))
+	t.Cleanup(hook.Close)
+	svc := &pools.Service{Queue: queue, Logger: logger, Retention: 24 * time.Hour,
+		Kinds:  map[string]pools.Kind{"postgres": pg},
+		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client()}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
-	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg})
+	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg, Pools: svc})
 	uiCtx, stopUI := context.WithCancel(context.Background())
 	t.Cleanup(stopUI)
 	require.NoError(t, s.StartRiverUI(uiCtx))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, server: s, db: db, queue: queue}
+	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL}
 }
 
 func (b *bundle) user(t *testing.T, email string, role models.Role) *models.User {

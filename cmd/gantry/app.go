@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/models"
@@ -29,6 +31,10 @@ type app struct {
 	logger   *slog.Logger
 	db       *models.DB
 	migrator *migrations.Migrator
+	getenv   func(string) string
+	queue    *jobs.Queue
+	pools    *pools.Service
+	postgres *pools.PostgresKind
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -39,7 +45,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*app, error) {
+func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, getenv func(string) string) (*app, error) {
 	db, err := models.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
@@ -49,10 +55,41 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*app
 		db.Close()
 		return nil, err
 	}
-	return &app{cfg: cfg, logger: logger, db: db, migrator: m}, nil
+	queue, err := jobs.NewQueue(db.Bun)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}}
+	a.pools = &pools.Service{
+		Queue: queue, Logger: logger, Retention: cfg.Retention,
+		Kinds:  map[string]pools.Kind{gantryfile.KindPostgres: a.postgres},
+		Notify: &pools.DirtyNotifier{BaseURL: cfg.BaseURL.String()},
+	}
+	return a, nil
 }
 
-func (a *app) close() { a.db.Close() }
+func (a *app) close() {
+	a.postgres.Close()
+	a.db.Close()
+}
+
+// applyConfig syncs gantry.yaml (GANTRY_CONFIG) into the database; without
+// one there is nothing to apply.
+func (a *app) applyConfig(ctx context.Context) (*pools.SyncResult, error) {
+	if a.cfg.ConfigFile == "" {
+		return nil, nil
+	}
+	f, err := gantryfile.Load(a.cfg.ConfigFile, func(name string) (string, bool) { v := a.getenv(name); return v, v != "" })
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.pools.Sync(ctx, f, "gantry:config")
+	if err != nil {
+		return nil, fmt.Errorf("applying %s: %w", a.cfg.ConfigFile, err)
+	}
+	return &res, nil
+}
 
 // requireMigrated refuses to start on a schema that is behind the binary.
 func (a *app) requireMigrated(ctx context.Context) error {
@@ -81,13 +118,14 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), jobs.NewMetricsCollector(a.db))
 
-	riverClient, err := jobs.NewClient(jobs.Deps{DB: a.db, Logger: a.logger}, jobs.ClientOptions{Work: opts.workers, Concurrency: a.cfg.WorkerCount, Logger: a.logger})
+	riverClient, err := jobs.NewClient(jobs.Deps{DB: a.db, Logger: a.logger, Pools: a.pools}, jobs.ClientOptions{Work: opts.workers, Concurrency: a.cfg.WorkerCount, Logger: a.logger})
 	if err != nil {
 		return err
 	}
-	queue, err := jobs.NewQueue(a.db.Bun)
-	if err != nil {
+	if res, err := a.applyConfig(ctx); err != nil {
 		return err
+	} else if res != nil {
+		a.logger.Info("configuration applied", "file", a.cfg.ConfigFile, "registered", len(res.Registered), "deregistering", len(res.Deregistering), "deregistered", len(res.Deregistered))
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -106,7 +144,7 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 		if err != nil {
 			return fmt.Errorf("GANTRY_ADDR=%s: %w", a.cfg.Addr, err)
 		}
-		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg})
+		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools})
 		if opts.ready != nil {
 			opts.ready(ln.Addr().String())
 		}

@@ -123,5 +123,5 @@ func (c *cli) openForAdmin(cmd *cobra.Command) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, fmt.Errorf("DATABASE_URL is not set (for the database of gantry dev, start gantry dev and use the URL it logs)")
 	}
-	return openApp(cmd.Context(), cfg, newLogger(cfg, c.stderr))
+	return openApp(cmd.Context(), cfg, newLogger(cfg, c.stderr), c.getenv)
 }

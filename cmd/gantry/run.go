@@ -46,7 +46,7 @@ flags override them.`,
 	root.PersistentFlags().StringVar(c.flag("DATABASE_URL"), "database-url", "", "PostgreSQL URL (env DATABASE_URL)")
 	root.PersistentFlags().StringVar(c.flag("GANTRY_CONFIG"), "config", "", "path of gantry.yaml (env GANTRY_CONFIG)")
 	root.PersistentFlags().StringVar(c.flag("GANTRY_LOG_LEVEL"), "log-level", "", "debug, info, warn or error (env GANTRY_LOG_LEVEL)")
-	root.AddCommand(c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand())
+	root.AddCommand(c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand(), c.configCommand())
 	return root.ExecuteContext(ctx)
 }
 
@@ -70,6 +70,17 @@ func (c *cli) config() (*config.Config, error) {
 		}
 	}
 	return config.Load(c.environ, overrides)
+}
+
+// getenv reads the command's environment (not the process's: tests pass
+// their own).
+func (c *cli) getenv(name string) string {
+	for _, kv := range c.environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 func (c *cli) printf(format string, args ...any) { fmt.Fprintf(c.stdout, format, args...) }

@@ -52,7 +52,7 @@ func (c *cli) serve(ctx context.Context, opts runOptions) error {
 	if err := cfg.RequireServerSettings(); err != nil {
 		return err
 	}
-	a, err := openApp(ctx, cfg, newLogger(cfg, c.stderr))
+	a, err := openApp(ctx, cfg, newLogger(cfg, c.stderr), c.getenv)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,12 @@ type Config struct {
 	RequestTimeout time.Duration // GANTRY_REQUEST_TIMEOUT for ordinary requests
 	ShutdownGrace  time.Duration // GANTRY_SHUTDOWN_GRACE, how long running jobs get to finish
 	TrustedProxies []*net.IPNet  // GANTRY_TRUSTED_PROXIES, whose X-Forwarded-For is believed
+	SMTPURL        string        // GANTRY_SMTP_URL, where mail goes
+	MailFrom       string        // GANTRY_MAIL_FROM
+	Retention      time.Duration // GANTRY_ALLOCATION_RETENTION, how long allocation history is kept
+	AWSRegion      string        // GANTRY_AWS_REGION
+	STSEndpoint    string        // GANTRY_AWS_STS_ENDPOINT
+	IAMEndpoint    string        // GANTRY_AWS_IAM_ENDPOINT
 }
 
 // Var documents one environment variable.
@@ -68,6 +74,12 @@ var Vars = []Var{
 	{"GANTRY_API_BURST", "40", "Burst size for GANTRY_API_RATE."},
 	{"GANTRY_REQUEST_TIMEOUT", "30s", "Time limit for an ordinary request (live streams are exempt)."},
 	{"GANTRY_SHUTDOWN_GRACE", "30s", "On stop, how long running jobs may finish before they are cancelled and retried later."},
+	{"GANTRY_SMTP_URL", "", "Mail server for notifications and approval emails: smtp://user:pass@host:587 or smtps://…; empty sends no mail."},
+	{"GANTRY_MAIL_FROM", "gantry@localhost", "Sender address of Gantry's emails."},
+	{"GANTRY_ALLOCATION_RETENTION", "4380h", "How long environment allocation history is kept (default about 6 months)."},
+	{"GANTRY_AWS_REGION", "us-east-1", "Region of the STS and IAM calls for aws environment pools."},
+	{"GANTRY_AWS_STS_ENDPOINT", "", "STS endpoint override (e.g. a VPC endpoint); empty: AWS's own."},
+	{"GANTRY_AWS_IAM_ENDPOINT", "", "IAM endpoint override; empty: AWS's own."},
 	{"GANTRY_TRUSTED_PROXIES", "", "Comma-separated CIDRs of the load balancers in front of Gantry; X-Forwarded-For is believed only from them. Empty: the connection's address is the client's."},
 }
 
@@ -120,6 +132,11 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	}
 
 	c := &Config{
+		SMTPURL:     get("GANTRY_SMTP_URL"),
+		MailFrom:    get("GANTRY_MAIL_FROM"),
+		AWSRegion:   get("GANTRY_AWS_REGION"),
+		STSEndpoint: get("GANTRY_AWS_STS_ENDPOINT"),
+		IAMEndpoint: get("GANTRY_AWS_IAM_ENDPOINT"),
 		DatabaseURL: get("DATABASE_URL"),
 		Addr:        get("GANTRY_ADDR"),
 		ConfigFile:  get("GANTRY_CONFIG"),
@@ -171,6 +188,14 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	c.LoginWindow = positiveDuration(get, fail, "GANTRY_LOGIN_WINDOW")
 	c.RequestTimeout = positiveDuration(get, fail, "GANTRY_REQUEST_TIMEOUT")
 	c.ShutdownGrace = positiveDuration(get, fail, "GANTRY_SHUTDOWN_GRACE")
+	c.Retention = positiveDuration(get, fail, "GANTRY_ALLOCATION_RETENTION")
+	for _, name := range []string{"GANTRY_SMTP_URL", "GANTRY_AWS_STS_ENDPOINT", "GANTRY_AWS_IAM_ENDPOINT"} {
+		if v := get(name); v != "" {
+			if u, err := url.Parse(v); err != nil || u.Host == "" {
+				fail(name, "must be an absolute URL")
+			}
+		}
+	}
 	if r, err := strconv.ParseFloat(get("GANTRY_API_RATE"), 64); err != nil || r <= 0 {
 		fail("GANTRY_API_RATE", "must be a positive number")
 	} else {

@@ -414,3 +414,18 @@ func checkName(name string) error {
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// Extend moves a granted role's VALID UNTIL, when its allocation is extended.
+func (s *Server) Extend(ctx context.Context, role string, until time.Time) error {
+	if !strings.HasPrefix(role, RolePrefix) {
+		return fmt.Errorf("pgenv: extending %q: not a role Grant created", role)
+	}
+	var untilLit string
+	if err := s.pool.QueryRow(ctx, `SELECT quote_literal($1::timestamptz::text)`, until).Scan(&untilLit); err != nil {
+		return fmt.Errorf("pgenv: extending %q: quoting: %w", role, err)
+	}
+	if _, err := s.pool.Exec(ctx, "ALTER ROLE "+ident(role)+" VALID UNTIL "+untilLit); err != nil {
+		return fmt.Errorf("pgenv: extending %q: %w", role, err)
+	}
+	return nil
+}

@@ -542,3 +542,15 @@ func withUser(t *testing.T, adminURL, user, password string) string {
 	}
 	return u.String()
 }
+
+func TestExtendMovesValidUntil(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	creds := b.grant(t, b.environment(t), time.Now().Add(time.Hour))
+	later := time.Now().Add(5 * time.Hour).Truncate(time.Second)
+	require.NoError(t, b.srv.Extend(t.Context(), creds.Role, later))
+	var until time.Time
+	require.NoError(t, b.admin.QueryRow(t.Context(), "SELECT rolvaliduntil FROM pg_roles WHERE rolname = $1", creds.Role).Scan(&until))
+	require.True(t, until.Equal(later), "%v != %v", until, later)
+	require.Error(t, b.srv.Extend(t.Context(), "postgres", later), "only Gantry's roles")
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantryhq/gantry/internal/gantryfile"
+)
+
+func (c *cli) configCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check and apply gantry.yaml (pools, environments, clients)",
+		Long: `gantry.yaml (GANTRY_CONFIG or --config) holds what an operator commits: the
+clients allowed to lease environments, the pools and their environments.
+serve, worker and dev apply it when they start; "apply" does it now, so a
+change takes effect without a restart. Removing an environment deregisters
+it: at once when nothing holds it, after its allocation ends otherwise.`,
+	}
+	check := &cobra.Command{
+		Use: "check", Short: "Validate gantry.yaml without touching the database", Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			cfg, err := c.config()
+			if err != nil {
+				return err
+			}
+			if cfg.ConfigFile == "" {
+				return fmt.Errorf("no configuration file: set GANTRY_CONFIG or pass --config")
+			}
+			f, err := gantryfile.Load(cfg.ConfigFile, func(name string) (string, bool) { v := c.getenv(name); return v, v != "" })
+			if err != nil {
+				return err
+			}
+			c.printf("%s is valid: %d clients, %d pools, %d environments\n", cfg.ConfigFile, len(f.Clients), len(f.Pools), len(f.Environments))
+			return nil
+		},
+	}
+	apply := &cobra.Command{
+		Use: "apply", Short: "Sync gantry.yaml into the database now", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := c.openForAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer a.close()
+			if a.cfg.ConfigFile == "" {
+				return fmt.Errorf("no configuration file: set GANTRY_CONFIG or pass --config")
+			}
+			res, err := a.applyConfig(cmd.Context())
+			if err != nil {
+				return err
+			}
+			c.printf("applied %s\n", a.cfg.ConfigFile)
+			for _, k := range res.Registered {
+				c.printf("  registered    %s\n", k)
+			}
+			for _, k := range res.Deregistering {
+				c.printf("  deregistering %s (leaves when its allocation ends)\n", k)
+			}
+			for _, k := range res.Deregistered {
+				c.printf("  deregistered  %s\n", k)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(check, apply)
+	return cmd
+}

@@ -1,0 +1,135 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gantryhq/gantry/internal/pgenv"
+	"github.com/gantryhq/gantry/models"
+)
+
+// Credentials are what a test receives for one environment: AWS session
+// keys for aws, a connection URL for postgres.
+type Credentials struct {
+	AccessKeyID     string     `json:"access_key_id,omitempty"`
+	SecretAccessKey string     `json:"secret_access_key,omitempty"`
+	SessionToken    string     `json:"session_token,omitempty"`
+	Expiration      *time.Time `json:"expiration,omitempty"`
+	URL             string     `json:"url,omitempty"`
+}
+
+// Kind is what Gantry does with one kind of environment.
+type Kind interface {
+	// Grant issues credentials valid until until; ref is what Revoke needs.
+	Grant(ctx context.Context, pool *models.Pool, env *models.Environment, sessionName string, until time.Time) (creds Credentials, ref string, err error)
+	// Extend moves the credentials' end, returning new ones when the kind
+	// cannot move existing ones (AWS sessions have a fixed length).
+	Extend(ctx context.Context, pool *models.Pool, env *models.Environment, ref, sessionName string, until time.Time) (*Credentials, string, error)
+	// Revoke makes every credential issued for the environment before
+	// before (and the one named by ref) stop working. It is idempotent.
+	Revoke(ctx context.Context, pool *models.Pool, env *models.Environment, ref string, before time.Time) error
+	// Clean restores the environment, writing progress to out.
+	Clean(ctx context.Context, pool *models.Pool, env *models.Environment, out func(string)) error
+	// Register prepares a newly registered environment (creates a database).
+	Register(ctx context.Context, pool *models.Pool, env *models.Environment) error
+}
+
+// PostgresKind leases databases on a PostgreSQL server the pool names by an
+// environment variable holding its admin URL.
+type PostgresKind struct {
+	Getenv func(string) string
+
+	mu      sync.Mutex
+	servers map[string]*pgenv.Server // by admin URL
+}
+
+func (k *PostgresKind) server(ctx context.Context, pool *models.Pool) (*pgenv.Server, error) {
+	url := k.Getenv(pool.PostgresAdminURLEnv)
+	if url == "" {
+		return nil, fmt.Errorf("pool %s: variable %s (postgres.admin_url_env) is not set in this process", pool.Name, pool.PostgresAdminURLEnv)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s, ok := k.servers[url]; ok {
+		return s, nil
+	}
+	s, err := pgenv.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", pool.Name, err)
+	}
+	if k.servers == nil {
+		k.servers = map[string]*pgenv.Server{}
+	}
+	k.servers[url] = s
+	return s, nil
+}
+
+// Close releases the connections to the environments' servers.
+func (k *PostgresKind) Close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, s := range k.servers {
+		s.Close()
+	}
+	k.servers = nil
+}
+
+func (k *PostgresKind) Grant(ctx context.Context, pool *models.Pool, env *models.Environment, _ string, until time.Time) (Credentials, string, error) {
+	s, err := k.server(ctx, pool)
+	if err != nil {
+		return Credentials{}, "", err
+	}
+	c, err := s.Grant(ctx, env.Database, until)
+	if err != nil {
+		return Credentials{}, "", err
+	}
+	exp := c.ExpiresAt
+	return Credentials{URL: c.URL, Expiration: &exp}, c.Role, nil
+}
+
+func (k *PostgresKind) Extend(ctx context.Context, pool *models.Pool, _ *models.Environment, ref, _ string, until time.Time) (*Credentials, string, error) {
+	s, err := k.server(ctx, pool)
+	if err != nil {
+		return nil, "", err
+	}
+	return nil, ref, s.Extend(ctx, ref, until)
+}
+
+func (k *PostgresKind) Revoke(ctx context.Context, pool *models.Pool, _ *models.Environment, ref string, _ time.Time) error {
+	if ref == "" {
+		return nil // credentials were never issued
+	}
+	s, err := k.server(ctx, pool)
+	if err != nil {
+		return err
+	}
+	return s.Revoke(ctx, ref)
+}
+
+func (k *PostgresKind) Clean(ctx context.Context, pool *models.Pool, env *models.Environment, out func(string)) error {
+	s, err := k.server(ctx, pool)
+	if err != nil {
+		return err
+	}
+	out(fmt.Sprintf("recreating database %s", env.Database))
+	if pool.PostgresTemplate != "" {
+		out(fmt.Sprintf(" from template %s", pool.PostgresTemplate))
+	}
+	out("\n")
+	if err := s.Clean(ctx, env.Database, pool.PostgresTemplate); err != nil {
+		out("failed: " + err.Error() + "\n")
+		return err
+	}
+	out("done\n")
+	return nil
+}
+
+func (k *PostgresKind) Register(ctx context.Context, pool *models.Pool, env *models.Environment) error {
+	s, err := k.server(ctx, pool)
+	if err != nil {
+		return err
+	}
+	return s.EnsureFrom(ctx, env.Database, pool.PostgresTemplate)
+}

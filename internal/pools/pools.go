@@ -1,0 +1,652 @@
+// Package pools is the environment pools area (seed 001): registering pools
+// and environments from gantry.yaml, leasing them to tests with temporary
+// credentials, taking them back, cleaning them, and handing dirty ones to a
+// human. Web handlers and job workers call it; the matching itself is the
+// pure engine in internal/allocation, and the per-kind work (credentials,
+// cleanup) is behind Kind.
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"github.com/gantryhq/gantry/internal/allocation"
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// Log events of this area.
+const (
+	EventRegistered        = "environment-registered"
+	EventDeregistering     = "environment-deregistering"
+	EventDeregistered      = "environment-deregistered"
+	EventAllocated         = "environment-allocated"
+	EventExtended          = "allocation-extended"
+	EventReleased          = "environment-released"
+	EventCleaned           = "environment-cleaned"
+	EventCleanupFailed     = "environment-cleanup-failed"
+	EventCleanupTimedOut   = "environment-cleanup-timed-out"
+	EventCleanupRetried    = "environment-cleanup-retried"
+	EventMarkedClean       = "environment-marked-clean"
+	EventDirtyNotification = "environment-dirty-notified"
+)
+
+// Service is the environment pools area.
+type Service struct {
+	Queue  *jobs.Queue
+	Kinds  map[string]Kind
+	Logger *slog.Logger
+	Notify Notifier
+	// Retention is how long allocation history is kept.
+	Retention time.Duration
+}
+
+// Target is the log target of an environment.
+func Target(e *models.Environment) string { return "environment:" + e.Key }
+
+func (s *Service) kind(name string) (Kind, error) {
+	k, ok := s.Kinds[name]
+	if !ok {
+		return nil, fmt.Errorf("no support for %s environments in this process", name)
+	}
+	return k, nil
+}
+
+// SyncResult says what a sync changed.
+type SyncResult struct {
+	Registered    []string
+	Deregistering []string
+	Deregistered  []string
+}
+
+// Sync makes the registered clients, pools and environments those of f.
+// Environments removed from f leave at once when nothing holds them, and
+// after their allocation ends otherwise.
+func (s *Service) Sync(ctx context.Context, f *gantryfile.File, actor string) (SyncResult, error) {
+	var res SyncResult
+	poolRows := make(map[string]*models.Pool, len(f.Pools))
+	for _, p := range f.Pools {
+		row := &models.Pool{
+			Name: p.Name, Kind: p.Kind,
+			SessionSeconds: int(p.Session.Seconds()), MaxSessionSeconds: int(p.MaxSession.Seconds()), CleanupTimeoutSeconds: int(p.CleanupTimeout.Seconds()),
+			Clients: nonNil(p.Clients), CleanupCommand: nonNil(p.Cleanup), NotifyEmails: nonNil(p.Notify.Emails), NotifyWebhook: p.Notify.Webhook,
+		}
+		if p.Postgres != nil {
+			row.PostgresAdminURLEnv, row.PostgresTemplate = p.Postgres.AdminURLEnv, p.Postgres.Template
+		}
+		poolRows[p.Name] = row
+	}
+	envRows := make([]*models.Environment, 0, len(f.Environments))
+	for _, e := range f.Environments {
+		pool := poolRows[e.Pool]
+		envRows = append(envRows, &models.Environment{
+			Key: e.Key(pool.Kind), Pool: e.Pool, Kind: pool.Kind, Account: e.Account, Region: e.Region,
+			AdminRole: e.AdminRole, Database: e.Database, Capabilities: e.StringCapabilities(),
+		})
+	}
+	// Prepare new environments (create their databases) before recording
+	// them, so a registered environment is always leasable.
+	for _, e := range envRows {
+		k, err := s.kind(e.Kind)
+		if err != nil {
+			return res, err
+		}
+		if err := k.Register(ctx, poolRows[e.Pool], e); err != nil {
+			return res, fmt.Errorf("registering %s: %w", e.Key, err)
+		}
+	}
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if err := models.LockConfigSync(ctx, tx); err != nil {
+			return err
+		}
+		clients := make([]models.Client, len(f.Clients))
+		for i, c := range f.Clients {
+			clients[i] = models.Client{Name: c.Name, Users: nonNil(c.Users), AWSAccounts: nonNil(c.AWSAccounts), Rate: c.Rate}
+		}
+		if err := models.ReplaceClients(ctx, tx, clients); err != nil {
+			return err
+		}
+		keepPools := make([]string, 0, len(poolRows))
+		for name, p := range poolRows {
+			if err := models.UpsertPool(ctx, tx, p); err != nil {
+				return err
+			}
+			keepPools = append(keepPools, name)
+		}
+		before, err := models.ListEnvironments(ctx, tx, models.EnvironmentFilter{WithDeregistered: true})
+		if err != nil {
+			return err
+		}
+		registered := map[string]bool{}
+		for _, b := range before {
+			registered[b.Key] = b.Status != models.EnvDeregistered && b.DeregisterRequestedAt == nil
+		}
+		keep := make([]string, 0, len(envRows))
+		for _, e := range envRows {
+			isNew := !registered[e.Key]
+			if err := models.UpsertEnvironment(ctx, tx, e); err != nil {
+				return err
+			}
+			keep = append(keep, e.Key)
+			if isNew {
+				res.Registered = append(res.Registered, e.Key)
+				if err := s.log(ctx, tx, e, EventRegistered, actor, map[string]any{"pool": e.Pool}); err != nil {
+					return err
+				}
+			}
+		}
+		touched, err := models.DeregisterExcept(ctx, tx, keep)
+		if err != nil {
+			return err
+		}
+		for i := range touched {
+			e := &touched[i]
+			event := EventDeregistering
+			if e.Status == models.EnvDeregistered {
+				event = EventDeregistered
+				res.Deregistered = append(res.Deregistered, e.Key)
+			} else {
+				res.Deregistering = append(res.Deregistering, e.Key)
+			}
+			if err := s.log(ctx, tx, e, event, actor, map[string]any{"pool": e.Pool, "status": e.Status}); err != nil {
+				return err
+			}
+		}
+		_, err = models.RemovePoolsExcept(ctx, tx, keepPools)
+		return err
+	})
+	return res, err
+}
+
+// Lease is one environment handed to a test.
+type Lease struct {
+	Allocation  *models.Allocation
+	Environment *models.Environment
+	Credentials Credentials
+}
+
+// maxRounds bounds how often Allocate re-picks after losing environments
+// to concurrent requests; each round excludes what it lost.
+const maxRounds = 64
+
+// Allocate leases one environment per requirement, all or nothing.
+func (s *Service) Allocate(ctx context.Context, req allocation.Request, client, actor string) ([]Lease, error) {
+	if err := req.Validate(); err != nil {
+		return nil, fieldErrors(err)
+	}
+	pool, err := models.PoolByName(ctx, s.Queue.DB(), req.Pool)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", req.Pool))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !pool.AllowsClient(client) {
+		return nil, apperr.New(apperr.Forbidden, "Client %s may not lease from pool %s.", client, pool.Name)
+	}
+	kind, err := s.kind(pool.Kind)
+	if err != nil {
+		return nil, err
+	}
+	registered, err := models.ListEnvironments(ctx, s.Queue.DB(), models.EnvironmentFilter{Pool: pool.Name})
+	if err != nil {
+		return nil, err
+	}
+	all := engineEnvironments(registered)
+	wanted := req.Wanted()
+	if err := allocation.Classify(all, wanted); err != nil {
+		return nil, fieldErrors(err)
+	}
+
+	excluded := map[int64]bool{}
+	for round := 0; round < maxRounds; round++ {
+		leasable, err := models.LeasableEnvironments(ctx, s.Queue.DB(), pool.Name)
+		if err != nil {
+			return nil, err
+		}
+		candidates := make([]models.Environment, 0, len(leasable))
+		for _, e := range leasable {
+			if !excluded[e.ID] {
+				candidates = append(candidates, e)
+			}
+		}
+		picks, err := allocation.Match(engineEnvironments(candidates), all, wanted)
+		if err != nil {
+			return nil, fieldErrors(err)
+		}
+		leases, lost, err := s.claim(ctx, pool, kind, candidates, picks, req.Requester, client, actor)
+		if err != nil || len(lost) == 0 {
+			return leases, err
+		}
+		for _, id := range lost {
+			excluded[id] = true
+		}
+	}
+	return nil, unavailable(pool)
+}
+
+// claim locks the picked environments and, when it got all of them, records
+// the allocations, obtains credentials, schedules the timeouts and commits.
+// It returns the picks it could not lock (taken by a concurrent request).
+func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, candidates []models.Environment, picks []int64, requester, client, actor string) ([]Lease, []int64, error) {
+	byID := make(map[int64]*models.Environment, len(candidates))
+	for i := range candidates {
+		byID[candidates[i].ID] = &candidates[i]
+	}
+	var leases []Lease
+	var lost []int64
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		locked, err := models.LockForAllocation(ctx, tx, picks)
+		if err != nil {
+			return err
+		}
+		if len(locked) < len(picks) {
+			got := map[int64]bool{}
+			for _, id := range locked {
+				got[id] = true
+			}
+			for _, id := range picks {
+				if !got[id] {
+					lost = append(lost, id)
+				}
+			}
+			return errRetry
+		}
+		now := time.Now()
+		expires := now.Add(pool.Session())
+		requestID := uuid.New()
+		allocs := make([]*models.Allocation, len(picks))
+		for i, id := range picks {
+			allocs[i] = &models.Allocation{ID: uuid.New(), RequestID: requestID, EnvironmentID: id, Pool: pool.Name,
+				Requester: requester, Client: client, Capabilities: byID[id].Capabilities, ExpiresAt: expires}
+		}
+		if err := models.InsertAllocations(ctx, tx, allocs); err != nil {
+			return err
+		}
+		if err := models.SetEnvironmentsInUse(ctx, tx, picks); err != nil {
+			return err
+		}
+		for _, a := range allocs {
+			env := byID[a.EnvironmentID]
+			if err := tx.Enqueue(ctx, jobs.AllocationTimeoutArgs{AllocationID: a.ID}, &river.InsertOpts{ScheduledAt: a.ExpiresAt}); err != nil {
+				return err
+			}
+			if err := s.log(ctx, tx, env, EventAllocated, actor, map[string]any{
+				"allocation": a.ID.String(), "requester": requester, "client": client, "expires_at": a.ExpiresAt,
+			}); err != nil {
+				return err
+			}
+		}
+		// Credentials last, just before commit: when anything above fails
+		// none were issued, and when one grant fails the ones before it are
+		// revoked and the environments stay available.
+		for _, a := range allocs {
+			env := byID[a.EnvironmentID]
+			creds, ref, err := kind.Grant(ctx, pool, env, a.ID.String(), a.ExpiresAt)
+			if err != nil {
+				s.revokeLeases(pool, kind, leases)
+				return fmt.Errorf("issuing credentials for %s: %w", env.Name(), err)
+			}
+			a.CredentialRef = ref
+			leases = append(leases, Lease{Allocation: a, Environment: env, Credentials: creds})
+			if err := models.SetCredentialRef(ctx, tx, a.ID, ref); err != nil {
+				s.revokeLeases(pool, kind, leases)
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errRetry) {
+		return nil, lost, nil
+	}
+	if err != nil && len(leases) > 0 {
+		// The commit failed after credentials were issued.
+		s.revokeLeases(pool, kind, leases)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return leases, nil, nil
+}
+
+var errRetry = errors.New("picked environments were taken; pick again")
+
+func (s *Service) revokeLeases(pool *models.Pool, kind Kind, leases []Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, l := range leases {
+		if err := kind.Revoke(ctx, pool, l.Environment, l.Allocation.CredentialRef, time.Now()); err != nil {
+			s.Logger.Error("revoking credentials of a failed allocation", "environment", l.Environment.Key, "error", err)
+		}
+	}
+}
+
+func unavailable(pool *models.Pool) error {
+	return apperr.New(apperr.Locked, "Pool %s has no matching environment free now; retry later.", pool.Name)
+}
+
+// Release ends an allocation: its credentials stop working at once, the
+// environment starts cleaning. Releasing an ended allocation is harmless.
+func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor string) (*models.Allocation, error) {
+	if len(outcome) > 1024 {
+		return nil, apperr.Field("outcome", "must be at most 1024 characters")
+	}
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		a, err := models.LockAllocation(ctx, tx, id)
+		if err != nil {
+			return notFound(err, id)
+		}
+		if !a.Active() {
+			return nil
+		}
+		env, err := models.EnvironmentByID(ctx, tx, a.EnvironmentID)
+		if err != nil {
+			return err
+		}
+		pool, err := models.PoolByNameAny(ctx, tx, a.Pool)
+		if err != nil {
+			return err
+		}
+		kind, err := s.kind(pool.Kind)
+		if err != nil {
+			return err
+		}
+		// Revoked before the transaction commits: a 200 means the
+		// credentials no longer work.
+		if err := kind.Revoke(ctx, pool, env, a.CredentialRef, time.Now()); err != nil {
+			return fmt.Errorf("revoking credentials of %s: %w", env.Name(), err)
+		}
+		if err := models.EndAllocation(ctx, tx, id, by, outcome); err != nil {
+			return err
+		}
+		if err := s.startCleanup(ctx, tx, pool, env, a.ID); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, env, EventReleased, actor, map[string]any{
+			"allocation": a.ID.String(), "ended_by": by, "outcome": outcome, "requester": a.Requester,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return models.AllocationByID(ctx, s.Queue.DB(), id)
+}
+
+// startCleanup marks env cleaning under cleanupID and schedules the cleanup
+// and its timeout, in the caller's transaction.
+func (s *Service) startCleanup(ctx context.Context, tx jobs.Tx, pool *models.Pool, env *models.Environment, cleanupID uuid.UUID) error {
+	if err := models.StartCleaning(ctx, tx, env.ID, cleanupID); err != nil {
+		return err
+	}
+	if err := tx.Enqueue(ctx, jobs.CleanupEnvironmentArgs{EnvironmentID: env.ID, CleanupID: cleanupID}, nil); err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, jobs.CleanupTimeoutArgs{EnvironmentID: env.ID, CleanupID: cleanupID},
+		&river.InsertOpts{ScheduledAt: time.Now().Add(pool.CleanupTimeout())})
+}
+
+// Extend moves an active allocation's expiry to until, at most the pool's
+// max_session after it started. It returns new credentials when the kind
+// issues new ones.
+func (s *Service) Extend(ctx context.Context, id uuid.UUID, until time.Time, client, actor string) (*models.Allocation, *Credentials, error) {
+	var creds *Credentials
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		a, err := models.LockAllocation(ctx, tx, id)
+		if err != nil {
+			return notFound(err, id)
+		}
+		if client != "" && a.Client != client {
+			return notFound(models.ErrNotFound, id)
+		}
+		if !a.Active() {
+			return apperr.New(apperr.Conflict, "Allocation %s has ended.", id)
+		}
+		pool, err := models.PoolByNameAny(ctx, tx, a.Pool)
+		if err != nil {
+			return err
+		}
+		limit := a.StartedAt.Add(pool.MaxSession())
+		if until.After(limit) {
+			return apperr.Field("duration", fmt.Sprintf("the pool allows at most %s per allocation: until %s", pool.MaxSession(), limit.UTC().Format(time.RFC3339)))
+		}
+		if !until.After(a.ExpiresAt) {
+			return apperr.Field("duration", "must move the expiry later than "+a.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		env, err := models.EnvironmentByID(ctx, tx, a.EnvironmentID)
+		if err != nil {
+			return err
+		}
+		kind, err := s.kind(pool.Kind)
+		if err != nil {
+			return err
+		}
+		newCreds, ref, err := kind.Extend(ctx, pool, env, a.CredentialRef, a.ID.String(), until)
+		if err != nil {
+			return fmt.Errorf("extending credentials of %s: %w", env.Name(), err)
+		}
+		creds = newCreds
+		if ref != a.CredentialRef {
+			if err := models.SetCredentialRef(ctx, tx, id, ref); err != nil {
+				return err
+			}
+		}
+		if err := models.ExtendAllocation(ctx, tx, id, until); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, env, EventExtended, actor, map[string]any{"allocation": id.String(), "expires_at": until})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := models.AllocationByID(ctx, s.Queue.DB(), id)
+	return a, creds, err
+}
+
+// Expire is the allocation timeout: it releases the allocation on behalf of
+// the test, or says how long to wait when the allocation was extended.
+func (s *Service) Expire(ctx context.Context, id uuid.UUID) (time.Duration, error) {
+	a, err := models.AllocationByID(ctx, s.Queue.DB(), id)
+	if errors.Is(err, models.ErrNotFound) {
+		return 0, nil // pruned long ago
+	}
+	if err != nil || !a.Active() {
+		return 0, err
+	}
+	if wait := time.Until(a.ExpiresAt); wait > 0 {
+		return wait, nil
+	}
+	_, err = s.Release(ctx, id, models.EndedByTimeout, "timeout", "gantry:allocation-timeout")
+	return 0, err
+}
+
+// Clean runs the cleanup cleanupID of an environment. It does nothing when
+// that cleanup is no longer the current one (it timed out, or an operator
+// retried), so a redelivered job cannot undo a later decision.
+func (s *Service) Clean(ctx context.Context, envID int64, cleanupID uuid.UUID) error {
+	db := s.Queue.DB()
+	env, err := models.EnvironmentByID(ctx, db, envID)
+	if err != nil {
+		return err
+	}
+	if env.Status != models.EnvCleaning || env.CleanupID == nil || *env.CleanupID != cleanupID {
+		return nil
+	}
+	pool, err := models.PoolByNameAny(ctx, db, env.Pool)
+	if err != nil {
+		return err
+	}
+	kind, err := s.kind(pool.Kind)
+	if err != nil {
+		return err
+	}
+	out := func(text string) {
+		if err := models.AppendCleanupOutput(context.WithoutCancel(ctx), db, envID, cleanupID, text); err != nil {
+			s.Logger.Warn("recording cleanup output", "environment", env.Key, "error", err)
+		}
+	}
+	cleanErr := kind.Clean(ctx, pool, env, out)
+	if errors.Is(cleanErr, context.Canceled) && ctx.Err() != nil {
+		return ctx.Err() // the worker is stopping: River retries the job
+	}
+	return s.Queue.InTx(context.WithoutCancel(ctx), func(ctx context.Context, tx jobs.Tx) error {
+		after, current, err := models.FinishCleaning(ctx, tx, envID, cleanupID, cleanErr == nil)
+		if err != nil || !current {
+			return err
+		}
+		if cleanErr == nil {
+			event := EventCleaned
+			if after.Status == models.EnvDeregistered {
+				event = EventDeregistered
+			}
+			return s.log(ctx, tx, after, event, "gantry:cleanup", nil)
+		}
+		if err := s.log(ctx, tx, after, EventCleanupFailed, "gantry:cleanup", map[string]any{"error": cleanErr.Error()}); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, jobs.NotifyDirtyArgs{EnvironmentID: envID, CleanupID: cleanupID, Reason: "cleanup failed: " + cleanErr.Error()}, nil)
+	})
+}
+
+// CleanupTimedOut marks an environment dirty when its cleanup cleanupID is
+// still running at the pool's cleanup timeout.
+func (s *Service) CleanupTimedOut(ctx context.Context, envID int64, cleanupID uuid.UUID) error {
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		after, current, err := models.FinishCleaning(ctx, tx, envID, cleanupID, false)
+		if err != nil || !current {
+			return err
+		}
+		if err := s.log(ctx, tx, after, EventCleanupTimedOut, "gantry:cleanup-timeout", nil); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, jobs.NotifyDirtyArgs{EnvironmentID: envID, CleanupID: cleanupID, Reason: "cleanup did not finish in time"}, nil)
+	})
+}
+
+// RetryCleanup is the operator's "clean this dirty environment again".
+func (s *Service) RetryCleanup(ctx context.Context, envID int64, actor string) error {
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		env, err := models.LockEnvironment(ctx, tx, envID)
+		if err != nil {
+			return apperr.New(apperr.NotFound, "No environment with id %d.", envID)
+		}
+		if env.Status != models.EnvDirty {
+			return apperr.New(apperr.Conflict, "Environment %s is %s, not dirty.", env.Name(), env.Status)
+		}
+		pool, err := models.PoolByNameAny(ctx, tx, env.Pool)
+		if err != nil {
+			return err
+		}
+		if err := s.startCleanup(ctx, tx, pool, env, uuid.New()); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, env, EventCleanupRetried, actor, nil)
+	})
+}
+
+// MarkClean is the operator's "this dirty environment is fine as it is".
+func (s *Service) MarkClean(ctx context.Context, envID int64, actor string) error {
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		env, err := models.MarkClean(ctx, tx, envID)
+		if errors.Is(err, models.ErrNotFound) {
+			return apperr.New(apperr.Conflict, "Environment %d is not dirty.", envID)
+		}
+		if err != nil {
+			return err
+		}
+		return s.log(ctx, tx, env, EventMarkedClean, actor, map[string]any{"status": env.Status})
+	})
+}
+
+// PruneHistory deletes allocation history older than the retention.
+func (s *Service) PruneHistory(ctx context.Context) (int64, error) {
+	return models.PruneAllocations(ctx, s.Queue.DB(), time.Now().Add(-s.Retention))
+}
+
+func (s *Service) log(ctx context.Context, tx jobs.Tx, env *models.Environment, event, actor string, detail map[string]any) error {
+	return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: Target(env), Event: event, Actor: actor, Detail: detail})
+}
+
+func engineEnvironments(envs []models.Environment) []allocation.Environment {
+	out := make([]allocation.Environment, len(envs))
+	for i, e := range envs {
+		out[i] = allocation.Environment{ID: e.ID, Pool: e.Pool, Capabilities: e.Capabilities, Status: allocation.Status(e.Status)}
+		if e.Deregistering() {
+			out[i].Status = allocation.StatusDeregistering
+		}
+		if e.LastReleasedAt != nil {
+			out[i].LastReleasedAt = *e.LastReleasedAt
+		}
+	}
+	return out
+}
+
+// fieldErrors turns the engine's errors into the API's.
+func fieldErrors(err error) error {
+	var fes allocation.FieldErrors
+	var never *allocation.NeverSatisfiableError
+	switch {
+	case errors.As(err, &fes):
+		bad := apperr.Fields{}
+		for _, fe := range fes {
+			bad.Add(fe.Field, fe.Reason)
+		}
+		return bad.Err()
+	case errors.As(err, &never):
+		return apperr.Field(never.Field, never.Reason)
+	case errors.Is(err, allocation.ErrUnsatisfiableNow):
+		return apperr.New(apperr.Locked, "No matching environment is free now; retry later.")
+	}
+	return err
+}
+
+func notFound(err error, id uuid.UUID) error {
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "No allocation %s.", id)
+	}
+	return err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Notifier tells people about an environment that needs them.
+type Notifier interface {
+	DirtyEnvironment(ctx context.Context, pool *models.Pool, env *models.Environment, reason string) error
+}
+
+// NotifyDirty sends the dirty-environment notification of cleanup cleanupID,
+// unless the environment was dealt with meanwhile.
+func (s *Service) NotifyDirty(ctx context.Context, envID int64, cleanupID uuid.UUID, reason string) error {
+	db := s.Queue.DB()
+	env, err := models.EnvironmentByID(ctx, db, envID)
+	if err != nil {
+		return err
+	}
+	if env.Status != models.EnvDirty || env.CleanupID == nil || *env.CleanupID != cleanupID {
+		return nil
+	}
+	pool, err := models.PoolByNameAny(ctx, db, env.Pool)
+	if err != nil {
+		return err
+	}
+	if s.Notify != nil {
+		if err := s.Notify.DirtyEnvironment(ctx, pool, env, reason); err != nil {
+			return err
+		}
+	}
+	return models.AppendLog(ctx, db, &models.LogEntry{TargetID: Target(env), Event: EventDirtyNotification, Actor: "gantry:notify",
+		Detail: map[string]any{"reason": reason, "emails": strings.Join(pool.NotifyEmails, ","), "webhook": pool.NotifyWebhook != ""}})
+}

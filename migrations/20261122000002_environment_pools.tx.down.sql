@@ -1,0 +1,4 @@
+DROP TABLE allocations;
+DROP TABLE environments;
+DROP TABLE pools;
+DROP TABLE clients;

@@ -1,0 +1,174 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// Who ended an allocation.
+const (
+	EndedByClient   = "client"
+	EndedByTimeout  = "timeout"
+	EndedByOperator = "operator"
+)
+
+// Allocation is one environment leased to one integration test (seed 001:
+// a test that needs N environments holds N allocations, one request id).
+type Allocation struct {
+	bun.BaseModel `bun:"table:allocations,alias:a"`
+
+	ID            uuid.UUID         `bun:"type:uuid,pk" json:"id"`
+	RequestID     uuid.UUID         `bun:"type:uuid" json:"request_id"`
+	EnvironmentID int64             `json:"environment_id"`
+	Pool          string            `json:"pool"`
+	Requester     string            `json:"requester"`
+	Client        string            `json:"client"`
+	CredentialRef string            `json:"-"`
+	Capabilities  map[string]string `bun:",type:jsonb" json:"capabilities"`
+	StartedAt     time.Time         `bun:",nullzero,notnull,default:current_timestamp" json:"started_at"`
+	ExpiresAt     time.Time         `json:"expires_at"`
+	EndedAt       *time.Time        `json:"ended_at,omitempty"`
+	EndedBy       *string           `json:"ended_by,omitempty"`
+	Outcome       string            `json:"outcome,omitempty"`
+
+	Environment *Environment `bun:"rel:belongs-to,join:environment_id=id" json:"environment,omitempty"`
+}
+
+// Active reports whether the allocation still holds its environment.
+func (a *Allocation) Active() bool { return a.EndedAt == nil }
+
+// InsertAllocations records the allocations of one request.
+func InsertAllocations(ctx context.Context, tx bun.IDB, allocs []*Allocation) error {
+	if _, err := tx.NewInsert().Model(&allocs).Returning("started_at").Exec(ctx); err != nil {
+		return fmt.Errorf("recording allocations: %w", uniqueViolation(err))
+	}
+	return nil
+}
+
+// SetCredentialRef records what revoking an allocation's credentials needs.
+func SetCredentialRef(ctx context.Context, tx bun.IDB, id uuid.UUID, ref string) error {
+	res, err := tx.NewUpdate().Model((*Allocation)(nil)).Set("credential_ref = ?", ref).Where("id = ?", id).Exec(ctx)
+	return affectedOne(res, err)
+}
+
+// AllocationByID finds an allocation with its environment.
+func AllocationByID(ctx context.Context, db bun.IDB, id uuid.UUID) (*Allocation, error) {
+	a := new(Allocation)
+	if err := db.NewSelect().Model(a).Relation("Environment").Where("a.id = ?", id).Scan(ctx); err != nil {
+		return nil, notFound(err)
+	}
+	return a, nil
+}
+
+// LockAllocation reads an allocation with a row lock, so that a release, a
+// timeout and an extension of the same allocation happen one at a time.
+func LockAllocation(ctx context.Context, tx bun.IDB, id uuid.UUID) (*Allocation, error) {
+	a := new(Allocation)
+	if err := tx.NewSelect().Model(a).Where("id = ?", id).For("UPDATE").Scan(ctx); err != nil {
+		return nil, notFound(err)
+	}
+	return a, nil
+}
+
+// EndAllocation records the end of an active allocation.
+func EndAllocation(ctx context.Context, tx bun.IDB, id uuid.UUID, by, outcome string) error {
+	res, err := tx.NewUpdate().Model((*Allocation)(nil)).
+		Set("ended_at = now(), ended_by = ?, outcome = ?", by, outcome).
+		Where("id = ?", id).Where("ended_at IS NULL").Exec(ctx)
+	return affectedOne(res, err)
+}
+
+// ExtendAllocation moves an active allocation's expiry.
+func ExtendAllocation(ctx context.Context, tx bun.IDB, id uuid.UUID, until time.Time) error {
+	res, err := tx.NewUpdate().Model((*Allocation)(nil)).Set("expires_at = ?", until).
+		Where("id = ?", id).Where("ended_at IS NULL").Exec(ctx)
+	return affectedOne(res, err)
+}
+
+// AllocationFilter selects allocation history; zero fields do not filter.
+type AllocationFilter struct {
+	Pool          string
+	Requester     string
+	EnvironmentID int64
+	Since         time.Time
+	ActiveOnly    bool
+	Before        time.Time // page backwards by start time
+	Limit         int
+}
+
+// ListAllocations answers the seed's two questions (who held environment E;
+// what did requester T hold), newest first.
+func ListAllocations(ctx context.Context, db bun.IDB, f AllocationFilter) ([]Allocation, error) {
+	limit := f.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	var out []Allocation
+	q := db.NewSelect().Model(&out).Relation("Environment").OrderExpr("a.started_at DESC, a.id").Limit(int64(limit))
+	if f.Pool != "" {
+		q = q.Where("a.pool = ?", f.Pool)
+	}
+	if f.Requester != "" {
+		q = q.Where("a.requester = ?", f.Requester)
+	}
+	if f.EnvironmentID != 0 {
+		q = q.Where("a.environment_id = ?", f.EnvironmentID)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("a.started_at >= ?", f.Since)
+	}
+	if !f.Before.IsZero() {
+		q = q.Where("a.started_at < ?", f.Before)
+	}
+	if f.ActiveOnly {
+		q = q.Where("a.ended_at IS NULL")
+	}
+	err := q.Scan(ctx)
+	return out, err
+}
+
+// ActiveAllocationOf is the allocation holding an environment, if any.
+func ActiveAllocationOf(ctx context.Context, db bun.IDB, envID int64) (*Allocation, error) {
+	a := new(Allocation)
+	err := db.NewSelect().Model(a).Where("environment_id = ?", envID).Where("ended_at IS NULL").Scan(ctx)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return a, nil
+}
+
+// PruneAllocations deletes ended allocations that started before cutoff.
+func PruneAllocations(ctx context.Context, db bun.IDB, cutoff time.Time) (int64, error) {
+	res, err := db.NewDelete().Model((*Allocation)(nil)).
+		Where("started_at < ?", cutoff).Where("ended_at IS NOT NULL").Exec(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// UtilizationPoint is how many of a pool's environments were leased during
+// one bucket of time.
+type UtilizationPoint struct {
+	Bucket time.Time `bun:"bucket" json:"bucket"`
+	InUse  int       `bun:"in_use" json:"in_use"`
+}
+
+// Utilization counts, per bucket from since until now, the allocations of
+// pool that overlapped the bucket.
+func Utilization(ctx context.Context, db bun.IDB, pool string, since time.Time, bucket time.Duration) ([]UtilizationPoint, error) {
+	var out []UtilizationPoint
+	step := fmt.Sprintf("%d seconds", int(bucket.Seconds()))
+	err := db.NewRaw(`
+		SELECT b.bucket, count(a.id) AS in_use
+		FROM generate_series(?::timestamptz, now(), ?::interval) AS b(bucket)
+		LEFT JOIN allocations a ON a.pool = ?
+			AND a.started_at < b.bucket + ?::interval
+			AND coalesce(a.ended_at, now()) >= b.bucket
+		GROUP BY b.bucket ORDER BY b.bucket`, since, step, pool, step).Scan(ctx, &out)
+	return out, err
+}

@@ -1,0 +1,360 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/gantryhq/gantry/internal/allocation"
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/pools"
+	"github.com/gantryhq/gantry/models"
+)
+
+const (
+	leaseClientKey = "gantry.lease-client"
+	// AWSIdentityHeader carries a signed sts:GetCallerIdentity request.
+	AWSIdentityHeader = "X-Gantry-AWS-Identity"
+)
+
+// leaseClient admits callers on the allow list (gantry.yaml clients): a
+// token whose owner is one of a client's users, or an AWS identity from one
+// of a client's accounts. Each client has its own rate limit.
+func (s *Server) leaseClient(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		client, err := s.resolveLeaseClient(c)
+		if err != nil {
+			return err
+		}
+		if !s.clientLimits.allow(client) {
+			c.Response().Header().Set("Retry-After", "1")
+			return apperr.New(apperr.RateLimited, "Client %s is over its request rate; slow down.", client.Name)
+		}
+		c.Set(leaseClientKey, client)
+		return next(c)
+	}
+}
+
+func (s *Server) resolveLeaseClient(c echo.Context) (*models.Client, error) {
+	ctx := c.Request().Context()
+	if h := c.Request().Header.Get(AWSIdentityHeader); h != "" {
+		if s.AWSIdentity == nil {
+			return nil, apperr.New(apperr.Unauthorized, "AWS IAM authentication is not configured on this Gantry.")
+		}
+		account, err := s.AWSIdentity.VerifyAccount(ctx, h)
+		if err != nil {
+			return nil, apperr.New(apperr.Unauthorized, "AWS identity refused: %v", err)
+		}
+		client, err := models.ClientOfAWSAccount(ctx, s.DB.Bun, account)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, apperr.New(apperr.Forbidden, "AWS account %s is not on the allow list (clients in gantry.yaml).", account)
+		}
+		return client, err
+	}
+	p := principalOf(c)
+	if p == nil || p.Token == nil {
+		return nil, apperr.New(apperr.Unauthorized, "Send a client's API token as `Authorization: Bearer <token>`, or an AWS identity in %s.", AWSIdentityHeader)
+	}
+	if !p.Token.HasScope(auth.ScopeWrite) {
+		return nil, apperr.New(apperr.Forbidden, "This token lacks the %q scope.", auth.ScopeWrite)
+	}
+	client, err := models.ClientOfUser(ctx, s.DB.Bun, p.User.Email)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, apperr.New(apperr.Forbidden, "%s is not on the allow list (clients in gantry.yaml).", p.User.Email)
+	}
+	return client, err
+}
+
+func leaseClientOf(c echo.Context) *models.Client {
+	client, _ := c.Get(leaseClientKey).(*models.Client)
+	return client
+}
+
+// leaseActor names a client in the log.
+func leaseActor(c echo.Context) string {
+	client := leaseClientOf(c)
+	if p := principalOf(c); p != nil {
+		return "client:" + client.Name + ":" + p.User.Email
+	}
+	return "client:" + client.Name
+}
+
+// leaseReader admits whoever may read pools and history: a lease client, or
+// anyone signed in or holding a read token.
+func (s *Server) leaseReader(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if p := principalOf(c); p != nil && (p.Token == nil || p.Token.HasScope(auth.ScopeRead)) {
+			return next(c)
+		}
+		return s.leaseClient(next)(c)
+	}
+}
+
+// clientLimits keeps one token bucket per client, per process.
+type clientLimits struct {
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+	def      float64
+}
+
+func (l *clientLimits) allow(client *models.Client) bool {
+	r := client.Rate
+	if r <= 0 {
+		r = l.def
+	}
+	l.mu.Lock()
+	lim, ok := l.limiters[client.Name]
+	if !ok || lim.Limit() != rate.Limit(r) {
+		lim = rate.NewLimiter(rate.Limit(r), max(1, int(2*r)))
+		l.limiters[client.Name] = lim
+	}
+	l.mu.Unlock()
+	return lim.Allow()
+}
+
+// allocateRequest is seed 001's allocation request.
+type allocateRequest struct {
+	Pool         string               `json:"pool"`
+	Requester    string               `json:"requester"`
+	Requirements []requirementRequest `json:"requirements"`
+}
+
+type requirementRequest struct {
+	Capabilities map[string]string `json:"capabilities"`
+}
+
+// leaseJSON is one allocated environment as the API returns it.
+type leaseJSON struct {
+	ID           uuid.UUID          `json:"id"`
+	RequestID    uuid.UUID          `json:"request_id"`
+	Pool         string             `json:"pool"`
+	Environment  string             `json:"environment"`
+	Account      string             `json:"account,omitempty"`
+	Region       string             `json:"region,omitempty"`
+	Database     string             `json:"database,omitempty"`
+	Capabilities map[string]string  `json:"capabilities"`
+	Credentials  *pools.Credentials `json:"credentials,omitempty"`
+	StartedAt    time.Time          `json:"started_at"`
+	ExpiresAt    time.Time          `json:"expires_at"`
+	EndedAt      *time.Time         `json:"ended_at,omitempty"`
+	EndedBy      *string            `json:"ended_by,omitempty"`
+	Outcome      string             `json:"outcome,omitempty"`
+	Requester    string             `json:"requester"`
+	Client       string             `json:"client"`
+}
+
+func leaseOf(a *models.Allocation, env *models.Environment, creds *pools.Credentials) leaseJSON {
+	out := leaseJSON{ID: a.ID, RequestID: a.RequestID, Pool: a.Pool, Capabilities: a.Capabilities, Credentials: creds,
+		StartedAt: a.StartedAt, ExpiresAt: a.ExpiresAt, EndedAt: a.EndedAt, EndedBy: a.EndedBy, Outcome: a.Outcome,
+		Requester: a.Requester, Client: a.Client}
+	if env != nil {
+		out.Environment, out.Account, out.Region, out.Database = env.Key, env.Account, env.Region, env.Database
+	}
+	if out.Capabilities == nil {
+		out.Capabilities = map[string]string{}
+	}
+	return out
+}
+
+func (s *Server) allocate(c echo.Context) error {
+	var in allocateRequest
+	if err := bindJSON(c, &in); err != nil {
+		s.metrics.allocation(in.Pool, http.StatusBadRequest, nil)
+		return err
+	}
+	req := allocation.Request{Pool: in.Pool, Requester: in.Requester}
+	for _, r := range in.Requirements {
+		req.Requirements = append(req.Requirements, allocation.Requirement{Capabilities: r.Capabilities})
+	}
+	leases, err := s.Pools.Allocate(c.Request().Context(), req, leaseClientOf(c).Name, leaseActor(c))
+	s.metrics.allocation(in.Pool, statusOf[apperrCode(err)], req.Wanted())
+	if apperr.CodeOf(err) == apperr.Locked {
+		c.Response().Header().Set("Retry-After", "30")
+	}
+	if err != nil {
+		return err
+	}
+	out := struct {
+		RequestID   uuid.UUID   `json:"request_id"`
+		Allocations []leaseJSON `json:"allocations"`
+	}{RequestID: leases[0].Allocation.RequestID}
+	for _, l := range leases {
+		creds := l.Credentials
+		out.Allocations = append(out.Allocations, leaseOf(l.Allocation, l.Environment, &creds))
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, out)
+}
+
+func apperrCode(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return apperr.CodeOf(err)
+}
+
+func allocationID(c echo.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return uuid.Nil, apperr.Field("id", "must be an allocation id (a UUID)")
+	}
+	return id, nil
+}
+
+type releaseRequest struct {
+	Outcome string `json:"outcome"`
+}
+
+func (s *Server) releaseAllocation(c echo.Context) error {
+	id, err := allocationID(c)
+	if err != nil {
+		return err
+	}
+	var in releaseRequest
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &in); err != nil {
+			return err
+		}
+	}
+	if err := s.ownAllocation(c, id); err != nil {
+		return err
+	}
+	a, err := s.Pools.Release(c.Request().Context(), id, models.EndedByClient, in.Outcome, leaseActor(c))
+	if err != nil {
+		return err
+	}
+	s.metrics.outcome(a)
+	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, nil))
+}
+
+// ownAllocation hides other clients' allocations from a lease client.
+func (s *Server) ownAllocation(c echo.Context, id uuid.UUID) error {
+	a, err := models.AllocationByID(c.Request().Context(), s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) || (err == nil && a.Client != leaseClientOf(c).Name) {
+		return apperr.New(apperr.NotFound, "No allocation %s.", id)
+	}
+	return err
+}
+
+type extendRequest struct {
+	Duration string `json:"duration"` // added to the current expiry, e.g. "1h"
+}
+
+func (s *Server) extendAllocation(c echo.Context) error {
+	id, err := allocationID(c)
+	if err != nil {
+		return err
+	}
+	var in extendRequest
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(in.Duration)
+	if err != nil || d <= 0 {
+		return apperr.Field("duration", "must be a positive duration such as 30m or 2h")
+	}
+	current, err := models.AllocationByID(c.Request().Context(), s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) || (err == nil && current.Client != leaseClientOf(c).Name) {
+		return apperr.New(apperr.NotFound, "No allocation %s.", id)
+	}
+	if err != nil {
+		return err
+	}
+	a, creds, err := s.Pools.Extend(c.Request().Context(), id, current.ExpiresAt.Add(d), leaseClientOf(c).Name, leaseActor(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, creds))
+}
+
+func (s *Server) getAllocation(c echo.Context) error {
+	id, err := allocationID(c)
+	if err != nil {
+		return err
+	}
+	a, err := models.AllocationByID(c.Request().Context(), s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "No allocation %s.", id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, nil))
+}
+
+// allocationFilter reads the history filters shared by the API and pages.
+func allocationFilter(c echo.Context) (models.AllocationFilter, error) {
+	q := c.QueryParams()
+	f := models.AllocationFilter{Pool: q.Get("pool"), Requester: q.Get("requester"), ActiveOnly: q.Get("active") == "true"}
+	bad := apperr.Fields{}
+	if v := q.Get("environment"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			bad.Add("environment", "must be an environment id")
+		}
+		f.EnvironmentID = id
+	}
+	var err error
+	if f.Since, err = parseTime(q.Get("since")); err != nil {
+		bad.Add("since", err.Error())
+	}
+	if f.Before, err = parseTime(q.Get("before")); err != nil {
+		bad.Add("before", err.Error())
+	}
+	if v := q.Get("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > 500 {
+			bad.Add("limit", "must be a number from 1 to 500")
+		}
+	}
+	return f, bad.Err()
+}
+
+func (s *Server) listAllocations(c echo.Context) error {
+	f, err := allocationFilter(c)
+	if err != nil {
+		return err
+	}
+	allocs, err := models.ListAllocations(c.Request().Context(), s.DB.Bun, f)
+	if err != nil {
+		return err
+	}
+	out := []leaseJSON{}
+	for i := range allocs {
+		out = append(out, leaseOf(&allocs[i], allocs[i].Environment, nil))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"allocations": out})
+}
+
+func (s *Server) listPools(c echo.Context) error {
+	ctx := c.Request().Context()
+	caps, err := models.Capacity(ctx, s.DB.Bun)
+	if err != nil {
+		return err
+	}
+	list, err := models.ListPools(ctx, s.DB.Bun)
+	if err != nil {
+		return err
+	}
+	type poolJSON struct {
+		models.Pool
+		Capacity models.PoolCapacity `json:"capacity"`
+	}
+	out := []poolJSON{}
+	for _, p := range list {
+		pj := poolJSON{Pool: p}
+		for _, cp := range caps {
+			if cp.Pool == p.Name {
+				pj.Capacity = cp
+			}
+		}
+		out = append(out, pj)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"pools": out})
+}

@@ -1,0 +1,410 @@
+package web_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/testdb"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// poolSpec describes one postgres pool of fresh databases for a test.
+type poolSpec struct {
+	Name           string
+	Size           int
+	Session        string
+	MaxSession     string
+	CleanupTimeout string
+	Caps           func(i int) string // YAML flow map of environment i's capabilities
+}
+
+// applyPools registers the pools (and a client "ci" whose user is
+// ci@example.com) through the real gantry.yaml path, and returns each pool's
+// database names. Everything is released and dropped when the test ends.
+func (b *bundle) applyPools(t *testing.T, specs ...poolSpec) map[string][]string {
+	t.Helper()
+	var yaml strings.Builder
+	yaml.WriteString("clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n")
+	dbs := map[string][]string{}
+	var envs strings.Builder
+	suffix := strings.ToLower(rand.Text()[:8])
+	for _, p := range specs {
+		fmt.Fprintf(&yaml, "  - name: %s\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n    notify: {webhook: %q}\n", p.Name, b.hookURL)
+		for key, v := range map[string]string{"session": p.Session, "max_session": p.MaxSession, "cleanup_timeout": p.CleanupTimeout} {
+			if v != "" {
+				fmt.Fprintf(&yaml, "    %s: %s\n", key, v)
+			}
+		}
+		for i := 0; i < p.Size; i++ {
+			db := fmt.Sprintf("gtest_%s_%s_%d", suffix, strings.ReplaceAll(p.Name, "-", "_"), i)
+			dbs[p.Name] = append(dbs[p.Name], db)
+			caps := "{}"
+			if p.Caps != nil {
+				caps = p.Caps(i)
+			}
+			fmt.Fprintf(&envs, "  - {pool: %s, database: %s, capabilities: %s}\n", p.Name, db, caps)
+		}
+	}
+	yaml.WriteString("environments:\n" + envs.String())
+	b.sync(t, yaml.String())
+	t.Cleanup(func() { b.dropPools(dbs) })
+	return dbs
+}
+
+func (b *bundle) sync(t *testing.T, yaml string) {
+	t.Helper()
+	f, err := gantryfile.Parse("gantry.yaml", []byte(yaml), func(string) (string, bool) { return "x", true })
+	require.NoError(t, err, yaml)
+	_, err = b.pools.Sync(context.Background(), f, "test")
+	require.NoError(t, err)
+}
+
+func (b *bundle) dropPools(dbs map[string][]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	active, _ := models.ListAllocations(ctx, b.db.Bun, models.AllocationFilter{ActiveOnly: true, Limit: 500})
+	for _, a := range active {
+		_, _ = b.pools.Release(ctx, a.ID, models.EndedByOperator, "", "test-cleanup")
+	}
+	conn, err := pgx.Connect(ctx, testdb.AdminURL())
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	for _, names := range dbs {
+		for _, db := range names {
+			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
+		}
+	}
+}
+
+// ciToken is a token of the lease client "ci".
+func (b *bundle) ciToken(t *testing.T) string {
+	t.Helper()
+	u, err := models.UserByEmail(context.Background(), b.db.Bun, "ci@example.com")
+	if err != nil {
+		u = b.user(t, "ci@example.com", models.RoleViewer)
+	}
+	return b.token(t, u, "read", "write")
+}
+
+// startWorkers works the jobs of this test's database, as gantry worker does.
+func (b *bundle) startWorkers(t *testing.T) {
+	t.Helper()
+	client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{
+		Workers: jobs.NewWorkers(jobs.Deps{DB: b.db, Logger: b.logger, Pools: b.pools}),
+		Queues: map[string]river.QueueConfig{
+			jobs.QueueEnvironments: {MaxWorkers: 5}, jobs.QueueMaintenance: {MaxWorkers: 1}, river.QueueDefault: {MaxWorkers: 1},
+		},
+		Logger: b.logger, FetchPollInterval: 200 * time.Millisecond, FetchCooldown: 50 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.StopAndCancel(ctx)
+	})
+}
+
+type allocateResponse struct {
+	RequestID   string `json:"request_id"`
+	Allocations []struct {
+		ID           string            `json:"id"`
+		Environment  string            `json:"environment"`
+		Database     string            `json:"database"`
+		Capabilities map[string]string `json:"capabilities"`
+		ExpiresAt    time.Time         `json:"expires_at"`
+		Credentials  struct {
+			URL string `json:"url"`
+		} `json:"credentials"`
+	} `json:"allocations"`
+}
+
+func decodeAllocation(t *testing.T, body map[string]any) allocateResponse {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	var out allocateResponse
+	require.NoError(t, json.Unmarshal(raw, &out))
+	return out
+}
+
+func TestAllocationsUnderContention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "GANTRY_API_RATE=10000")
+	b.applyPools(t, poolSpec{Name: "single", Size: 10}, poolSpec{Name: "triple", Size: 10})
+	token := b.ciToken(t)
+
+	run := func(pool string, n, each int) (granted []allocateResponse, locked int) {
+		reqs := `{"pool":"` + pool + `","requester":"load-test"}`
+		if each > 1 {
+			reqs = `{"pool":"` + pool + `","requester":"load-test","requirements":[` + strings.TrimSuffix(strings.Repeat(`{"capabilities":{}},`, each), ",") + `]}`
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, body := b.call(t, "POST", "/allocations", token, reqs)
+				mu.Lock()
+				defer mu.Unlock()
+				switch res.StatusCode {
+				case http.StatusOK:
+					granted = append(granted, decodeAllocation(t, body))
+				case http.StatusLocked:
+					require.NotEmpty(t, res.Header.Get("Retry-After"))
+					require.Equal(t, "locked", errorCode(body))
+					locked++
+				default:
+					t.Errorf("unexpected %d: %v", res.StatusCode, body)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return granted, locked
+	}
+
+	t.Run("200 requests for a pool of 10", func(t *testing.T) {
+		granted, locked := run("single", 200, 1)
+		require.Len(t, granted, 10)
+		require.Equal(t, 190, locked)
+		seen := map[string]bool{}
+		for _, g := range granted {
+			require.Len(t, g.Allocations, 1)
+			require.False(t, seen[g.Allocations[0].Environment], "environment %s handed out twice", g.Allocations[0].Environment)
+			seen[g.Allocations[0].Environment] = true
+		}
+	})
+	t.Run("multi-environment requests are all or nothing", func(t *testing.T) {
+		granted, locked := run("triple", 100, 3)
+		require.Len(t, granted, 3, "three requests of three fit in ten")
+		require.Equal(t, 97, locked)
+		seen := map[string]bool{}
+		for _, g := range granted {
+			require.Len(t, g.Allocations, 3)
+			for _, a := range g.Allocations {
+				require.False(t, seen[a.Environment])
+				seen[a.Environment] = true
+			}
+		}
+		active, err := models.ListAllocations(context.Background(), b.db.Bun, models.AllocationFilter{Pool: "triple", ActiveOnly: true})
+		require.NoError(t, err)
+		require.Len(t, active, 9, "no half-granted request left anything behind")
+	})
+	t.Run("the database refuses a second active allocation of an environment", func(t *testing.T) {
+		active, err := models.ListAllocations(context.Background(), b.db.Bun, models.AllocationFilter{Pool: "single", ActiveOnly: true, Limit: 1})
+		require.NoError(t, err)
+		_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO allocations (request_id, environment_id, pool, requester, client, expires_at)
+			VALUES (gen_random_uuid(), $1, 'single', 'sneaky', 'ci', now() + interval '1 hour')`, active[0].EnvironmentID)
+		require.ErrorContains(t, err, "allocations_one_active_per_environment")
+	})
+}
+
+func TestAllocationBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.applyPools(t, poolSpec{Name: "ci", Size: 2, Caps: func(i int) string { return fmt.Sprintf("{size: %s}", []string{"small", "large"}[i]) }})
+	token := b.ciToken(t)
+	cases := []struct {
+		name, body, field string
+	}{
+		{"unknown pool", `{"pool":"nope","requester":"t"}`, "pool"},
+		{"missing requester", `{"pool":"ci"}`, "requester"},
+		{"requester over 1024 characters", `{"pool":"ci","requester":"` + strings.Repeat("r", 1025) + `"}`, "requester"},
+		{"unknown field", `{"pool":"ci","requester":"t","priority":1}`, "priority"},
+		{"capability no environment has", `{"pool":"ci","requester":"t","requirements":[{"capabilities":{"size":"huge"}}]}`, "requirements[0].capabilities.size"},
+		{"more environments than the pool has", `{"pool":"ci","requester":"t","requirements":[{},{},{}]}`, ""},
+		{"malformed JSON", `{"pool":`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body := b.call(t, "POST", "/allocations", token, tc.body)
+			require.Equal(t, http.StatusBadRequest, res.StatusCode, body)
+			if tc.field != "" {
+				require.Contains(t, errorFields(body), tc.field, body)
+			}
+		})
+	}
+	t.Run("no token is 401", func(t *testing.T) {
+		res, body := b.call(t, "POST", "/allocations", "", `{"pool":"ci","requester":"t"}`)
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		require.Equal(t, "unauthorized", errorCode(body))
+	})
+	t.Run("a token of someone not on the allow list is 403", func(t *testing.T) {
+		stranger := b.token(t, b.user(t, "stranger@example.com", models.RoleAdmin), "read", "write")
+		res, _ := b.call(t, "POST", "/allocations", stranger, `{"pool":"ci","requester":"t"}`)
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+	})
+	t.Run("nothing was allocated", func(t *testing.T) {
+		active, err := models.ListAllocations(context.Background(), b.db.Bun, models.AllocationFilter{ActiveOnly: true})
+		require.NoError(t, err)
+		require.Empty(t, active)
+	})
+	t.Run("a capability that exists but is taken is 423", func(t *testing.T) {
+		res, _ := b.call(t, "POST", "/allocations", token, `{"pool":"ci","requester":"a","requirements":[{"capabilities":{"size":"large"}}]}`)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		res, body := b.call(t, "POST", "/allocations", token, `{"pool":"ci","requester":"b","requirements":[{"capabilities":{"size":"large"}}]}`)
+		require.Equal(t, http.StatusLocked, res.StatusCode, body)
+	})
+}
+
+// waitStatus polls an environment until it reaches status.
+func (b *bundle) waitStatus(t *testing.T, key, status string) *models.Environment {
+	t.Helper()
+	var env *models.Environment
+	require.Eventually(t, func() bool {
+		envs, err := models.ListEnvironments(context.Background(), b.db.Bun, models.EnvironmentFilter{WithDeregistered: true})
+		require.NoError(t, err)
+		for i := range envs {
+			if envs[i].Key == key {
+				env = &envs[i]
+			}
+		}
+		return env != nil && env.Status == status
+	}, 30*time.Second, 100*time.Millisecond, "environment %s never became %s", key, status)
+	return env
+}
+
+func TestPostgresLeaseLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorkers(t)
+	b.applyPools(t, poolSpec{Name: "pg", Size: 1})
+	token := b.ciToken(t)
+	ctx := context.Background()
+
+	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"pg","requester":"suite-1"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	lease := decodeAllocation(t, body).Allocations[0]
+	require.True(t, strings.HasPrefix(lease.Credentials.URL, "postgres://gantry_env_"))
+	require.WithinDuration(t, time.Now().Add(3*time.Hour), lease.ExpiresAt, time.Minute, "the default session is 3 hours")
+
+	conn, err := pgx.Connect(ctx, lease.Credentials.URL)
+	require.NoError(t, err, "the credentials connect")
+	_, err = conn.Exec(ctx, "CREATE TABLE leftovers (id int)")
+	require.NoError(t, err, "and may create tables")
+
+	res, body = b.call(t, "DELETE", "/allocations/"+lease.ID, token, `{"outcome":"success"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Equal(t, "success", body["outcome"])
+	require.Equal(t, "client", body["ended_by"])
+
+	_, err = conn.Exec(ctx, "SELECT 1")
+	require.Error(t, err, "the open session was ended")
+	conn.Close(ctx)
+	_, err = pgx.Connect(ctx, lease.Credentials.URL)
+	require.Error(t, err, "the credentials no longer connect")
+
+	env := b.waitStatus(t, lease.Environment, models.EnvAvailable)
+	require.Contains(t, env.CleanupOutput, "recreating database")
+	require.NotNil(t, env.LastReleasedAt)
+
+	admin, err := pgx.Connect(ctx, strings.Replace(testdb.AdminURL(), "/postgres?", "/"+lease.Database+"?", 1))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var tables int
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&tables))
+	require.Zero(t, tables, "the database is empty again")
+
+	res, _ = b.call(t, "DELETE", "/allocations/"+lease.ID, token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, "releasing again is harmless")
+
+	events, err := models.ListLog(ctx, b.db.Bun, models.LogFilter{Target: "environment:" + lease.Environment})
+	require.NoError(t, err)
+	var names []string
+	for _, e := range events {
+		names = append(names, e.Event)
+	}
+	require.Equal(t, []string{"environment-cleaned", "environment-released", "environment-allocated", "environment-registered"}, names)
+
+	res, body = b.call(t, "GET", "/allocations?requester=suite-1", token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Len(t, body["allocations"], 1, "the history answers which environments requester T held")
+}
+
+func TestAllocationTimeoutAndExtension(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorkers(t)
+	b.applyPools(t, poolSpec{Name: "short", Size: 2, Session: "2s", MaxSession: "1h"})
+	token := b.ciToken(t)
+
+	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"short","requester":"forgetful"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	forgotten := decodeAllocation(t, body).Allocations[0]
+	res, body = b.call(t, "POST", "/allocations", token, `{"pool":"short","requester":"careful"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	extended := decodeAllocation(t, body).Allocations[0]
+
+	res, body = b.call(t, "POST", "/allocations/"+extended.ID+"/extend", token, `{"duration":"30m"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	res, body = b.call(t, "POST", "/allocations/"+extended.ID+"/extend", token, `{"duration":"2h"}`)
+	require.Equal(t, http.StatusBadRequest, res.StatusCode, "beyond the pool's max_session: %v", body)
+	require.Contains(t, errorFields(body), "duration")
+
+	b.waitStatus(t, forgotten.Environment, models.EnvAvailable)
+	res, body = b.call(t, "GET", "/allocations/"+forgotten.ID, token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "timeout", body["ended_by"], "the timeout released it on behalf of the test")
+
+	res, body = b.call(t, "GET", "/allocations/"+extended.ID, token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Nil(t, body["ended_at"], "the extended allocation outlived its first expiry")
+}
+
+func TestDeregistrationOfAnAllocatedEnvironment(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorkers(t)
+	dbs := b.applyPools(t, poolSpec{Name: "shrinking", Size: 2})
+	token := b.ciToken(t)
+
+	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"shrinking","requester":"t"}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	held := decodeAllocation(t, body).Allocations[0]
+	var free string
+	for _, db := range dbs["shrinking"] {
+		if db != held.Database {
+			free = db
+		}
+	}
+
+	// Remove both environments from gantry.yaml.
+	b.sync(t, "clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n  - name: shrinking\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n")
+	b.waitStatus(t, "postgres:"+free, models.EnvDeregistered)
+	env := b.waitStatus(t, held.Environment, models.EnvInUse)
+	require.True(t, env.Deregistering(), "the held one waits for its allocation")
+
+	res, body = b.call(t, "GET", "/pools", token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	capacity := body["pools"].([]any)[0].(map[string]any)["capacity"].(map[string]any)
+	require.EqualValues(t, 1, capacity["deregistering"])
+	require.EqualValues(t, 0, capacity["available"])
+
+	res, _ = b.call(t, "POST", "/allocations", token, `{"pool":"shrinking","requester":"t2"}`)
+	require.Equal(t, http.StatusBadRequest, res.StatusCode, "a pool whose environments are all leaving can never serve")
+
+	res, _ = b.call(t, "DELETE", "/allocations/"+held.ID, token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	env = b.waitStatus(t, held.Environment, models.EnvDeregistered)
+	require.NotNil(t, env.DeregisteredAt, "operators see when de-registration completed")
+}
