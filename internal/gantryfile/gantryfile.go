@@ -41,12 +41,12 @@ type Client struct {
 // Pool is a set of environments leased for one purpose (a CI stage).
 type Pool struct {
 	Name           string    `yaml:"name"`
-	Kind           string    `yaml:"kind"` // aws (default) or postgres
+	Kind           string    `yaml:"kind"`            // aws (default) or postgres
 	SessionText    string    `yaml:"session"`         // e.g. "3h"; read into Session
 	MaxSessionText string    `yaml:"max_session"`     // read into MaxSession
 	CleanupText    string    `yaml:"cleanup_timeout"` // read into CleanupTimeout
 	Clients        []string  `yaml:"clients"`         // empty: every client
-	Cleanup        []string  `yaml:"cleanup"` // aws: argument vector run with the admin credentials
+	Cleanup        []string  `yaml:"cleanup"`         // aws: argument vector run with the admin credentials
 	Postgres       *Postgres `yaml:"postgres"`
 	Notify         Notify    `yaml:"notify"`
 
