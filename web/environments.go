@@ -174,7 +174,7 @@ func (s *Server) allocate(c echo.Context) error {
 		req.Requirements = append(req.Requirements, allocation.Requirement{Capabilities: r.Capabilities})
 	}
 	leases, err := s.Pools.Allocate(c.Request().Context(), req, leaseClientOf(c).Name, leaseActor(c))
-	s.metrics.allocation(in.Pool, statusOf[apperrCode(err)], req.Wanted())
+	s.metrics.allocation(in.Pool, responseStatus(err), req.Wanted())
 	if apperr.CodeOf(err) == apperr.Locked {
 		c.Response().Header().Set("Retry-After", "30")
 	}
@@ -193,11 +193,12 @@ func (s *Server) allocate(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func apperrCode(err error) string {
+// responseStatus is the status err will be answered with.
+func responseStatus(err error) int {
 	if err == nil {
-		return "ok"
+		return http.StatusOK
 	}
-	return apperr.CodeOf(err)
+	return statusOf[apperr.CodeOf(err)]
 }
 
 func allocationID(c echo.Context) (uuid.UUID, error) {
@@ -226,11 +227,13 @@ func (s *Server) releaseAllocation(c echo.Context) error {
 	if err := s.ownAllocation(c, id); err != nil {
 		return err
 	}
-	a, err := s.Pools.Release(c.Request().Context(), id, models.EndedByClient, in.Outcome, leaseActor(c))
+	a, ended, err := s.Pools.Release(c.Request().Context(), id, models.EndedByClient, in.Outcome, leaseActor(c))
 	if err != nil {
 		return err
 	}
-	s.metrics.outcome(a)
+	if ended {
+		s.metrics.outcome(a)
+	}
 	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, nil))
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -78,7 +79,7 @@ func (b *bundle) dropPools(dbs map[string][]string) {
 	defer cancel()
 	active, _ := models.ListAllocations(ctx, b.db.Bun, models.AllocationFilter{ActiveOnly: true, Limit: 500})
 	for _, a := range active {
-		_, _ = b.pools.Release(ctx, a.ID, models.EndedByOperator, "", "test-cleanup")
+		_, _, _ = b.pools.Release(ctx, a.ID, models.EndedByOperator, "", "test-cleanup")
 	}
 	conn, err := pgx.Connect(ctx, testdb.AdminURL())
 	if err != nil {
@@ -339,6 +340,30 @@ func TestPostgresLeaseLifecycle(t *testing.T) {
 	res, body = b.call(t, "GET", "/allocations?requester=suite-1", token, "")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Len(t, body["allocations"], 1, "the history answers which environments requester T held")
+
+	metrics := b.metrics(t, token)
+	for _, want := range []string{
+		`gantry_allocation_requests_total{capabilities="",pool="pg",status="200"} 1`,
+		`gantry_allocation_outcomes_total{capabilities="",outcome="success",pool="pg"} 1`,
+		`gantry_environments{pool="pg",status="available"} 1`,
+		`gantry_environments_dirty 0`,
+		`gantry_environment_cleanup_seconds_count{pool="pg",result="clean"} 1`,
+	} {
+		require.Contains(t, metrics, want)
+	}
+}
+
+// metrics scrapes /metrics with token.
+func (b *bundle) metrics(t *testing.T, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", b.srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return string(raw)
 }
 
 func TestAllocationTimeoutAndExtension(t *testing.T) {

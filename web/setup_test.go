@@ -73,6 +73,7 @@ func setup(t *testing.T, env ...string) *bundle {
 		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client()}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
+	svc.Metrics = pools.NewMetrics(reg, db)
 	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg, Pools: svc})
 	uiCtx, stopUI := context.WithCancel(context.Background())
 	t.Cleanup(stopUI)

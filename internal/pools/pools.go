@@ -48,6 +48,7 @@ type Service struct {
 	Notify Notifier
 	// Retention is how long allocation history is kept.
 	Retention time.Duration
+	Metrics   *Metrics // nil: not measured
 }
 
 // Target is the log target of an environment.
@@ -335,12 +336,14 @@ func unavailable(pool *models.Pool) error {
 }
 
 // Release ends an allocation: its credentials stop working at once, the
-// environment starts cleaning. Releasing an ended allocation is harmless.
-func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor string) (*models.Allocation, error) {
+// environment starts cleaning. Releasing an ended allocation is harmless;
+// ended says whether this call ended it.
+func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor string) (a *models.Allocation, ended bool, err error) {
 	if len(outcome) > 1024 {
-		return nil, apperr.Field("outcome", "must be at most 1024 characters")
+		return nil, false, apperr.Field("outcome", "must be at most 1024 characters")
 	}
-	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		ended = false
 		a, err := models.LockAllocation(ctx, tx, id)
 		if err != nil {
 			return notFound(err, id)
@@ -371,14 +374,16 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor 
 		if err := s.startCleanup(ctx, tx, pool, env, a.ID); err != nil {
 			return err
 		}
+		ended = true
 		return s.log(ctx, tx, env, EventReleased, actor, map[string]any{
 			"allocation": a.ID.String(), "ended_by": by, "outcome": outcome, "requester": a.Requester,
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return models.AllocationByID(ctx, s.Queue.DB(), id)
+	a, err = models.AllocationByID(ctx, s.Queue.DB(), id)
+	return a, ended, err
 }
 
 // startCleanup marks env cleaning under cleanupID and schedules the cleanup
@@ -464,7 +469,7 @@ func (s *Service) Expire(ctx context.Context, id uuid.UUID) (time.Duration, erro
 	if wait := time.Until(a.ExpiresAt); wait > 0 {
 		return wait, nil
 	}
-	_, err = s.Release(ctx, id, models.EndedByTimeout, "timeout", "gantry:allocation-timeout")
+	_, _, err = s.Release(ctx, id, models.EndedByTimeout, "timeout", "gantry:allocation-timeout")
 	return 0, err
 }
 
@@ -493,6 +498,7 @@ func (s *Service) Clean(ctx context.Context, envID int64, cleanupID uuid.UUID) e
 			s.Logger.Warn("recording cleanup output", "environment", env.Key, "error", err)
 		}
 	}
+	started := time.Now()
 	cleanErr := kind.Clean(ctx, pool, env, out)
 	if errors.Is(cleanErr, context.Canceled) && ctx.Err() != nil {
 		return ctx.Err() // the worker is stopping: River retries the job
@@ -502,6 +508,7 @@ func (s *Service) Clean(ctx context.Context, envID int64, cleanupID uuid.UUID) e
 		if err != nil || !current {
 			return err
 		}
+		s.Metrics.cleanup(pool.Name, cleanErr == nil, time.Since(started))
 		if cleanErr == nil {
 			event := EventCleaned
 			if after.Status == models.EnvDeregistered {
