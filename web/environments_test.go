@@ -30,6 +30,7 @@ type poolSpec struct {
 	Session        string
 	MaxSession     string
 	CleanupTimeout string
+	Cleanup        string             // YAML flow sequence: the cleanup command
 	Caps           func(i int) string // YAML flow map of environment i's capabilities
 }
 
@@ -45,7 +46,7 @@ func (b *bundle) applyPools(t *testing.T, specs ...poolSpec) map[string][]string
 	suffix := strings.ToLower(rand.Text()[:8])
 	for _, p := range specs {
 		fmt.Fprintf(&yaml, "  - name: %s\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n    notify: {webhook: %q}\n", p.Name, b.hookURL)
-		for key, v := range map[string]string{"session": p.Session, "max_session": p.MaxSession, "cleanup_timeout": p.CleanupTimeout} {
+		for key, v := range map[string]string{"session": p.Session, "max_session": p.MaxSession, "cleanup_timeout": p.CleanupTimeout, "cleanup": p.Cleanup} {
 			if v != "" {
 				fmt.Fprintf(&yaml, "    %s: %s\n", key, v)
 			}
@@ -432,4 +433,66 @@ func TestDeregistrationOfAnAllocatedEnvironment(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	env = b.waitStatus(t, held.Environment, models.EnvDeregistered)
 	require.NotNil(t, env.DeregisteredAt, "operators see when de-registration completed")
+}
+
+func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorkers(t)
+	b.applyPools(t,
+		poolSpec{Name: "failing", Size: 1, Cleanup: "[sh, -c, 'echo removing leftovers; exit 3']"},
+		poolSpec{Name: "hanging", Size: 1, Cleanup: "[sleep, '30']", CleanupTimeout: "2s"},
+	)
+	token := b.ciToken(t)
+	ctx := context.Background()
+	envOf := map[string]string{}
+	for _, pool := range []string{"failing", "hanging"} {
+		res, body := b.call(t, "POST", "/allocations", token, `{"pool":"`+pool+`","requester":"t"}`)
+		require.Equal(t, http.StatusOK, res.StatusCode, body)
+		lease := decodeAllocation(t, body).Allocations[0]
+		envOf[pool] = lease.Environment
+		res, _ = b.call(t, "DELETE", "/allocations/"+lease.ID, token, `{"outcome":"failure"}`)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+	}
+
+	failing := b.waitStatus(t, envOf["failing"], models.EnvDirty)
+	require.Contains(t, failing.CleanupOutput, "removing leftovers")
+	require.Contains(t, failing.CleanupOutput, "cleanup command exited with 3")
+	hanging := b.waitStatus(t, envOf["hanging"], models.EnvDirty)
+
+	notified := map[string]string{}
+	for len(notified) < 2 {
+		select {
+		case n := <-b.webhook:
+			require.Equal(t, "environment-dirty", n["event"])
+			notified[n["pool"].(string)] = n["reason"].(string)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only these notifications arrived: %v", notified)
+		}
+	}
+	require.Contains(t, notified["failing"], "cleanup failed")
+	require.Contains(t, notified["hanging"], "did not finish in time")
+
+	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"failing","requester":"t"}`)
+	require.Equal(t, http.StatusLocked, res.StatusCode, "a dirty environment is not handed out: %v", body)
+
+	t.Run("mark clean", func(t *testing.T) {
+		require.NoError(t, b.pools.MarkClean(ctx, hanging.ID, "user:ops@example.com"))
+		b.waitStatus(t, envOf["hanging"], models.EnvAvailable)
+		require.Error(t, b.pools.MarkClean(ctx, hanging.ID, "user:ops@example.com"), "only dirty environments")
+	})
+	t.Run("retry cleanup", func(t *testing.T) {
+		require.NoError(t, b.pools.RetryCleanup(ctx, failing.ID, "user:ops@example.com"))
+		again := b.waitStatus(t, envOf["failing"], models.EnvDirty)
+		require.NotEqual(t, *failing.CleanupID, *again.CleanupID, "a new cleanup ran")
+	})
+	events, err := models.ListLog(ctx, b.db.Bun, models.LogFilter{Target: "environment:" + envOf["failing"]})
+	require.NoError(t, err)
+	var names []string
+	for _, e := range events {
+		names = append(names, e.Event)
+	}
+	require.Contains(t, names, "environment-cleanup-failed")
+	require.Contains(t, names, "environment-cleanup-retried")
+	require.Contains(t, names, "environment-dirty-notified")
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
@@ -60,11 +61,21 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 		db.Close()
 		return nil, err
 	}
+	notifier := &pools.DirtyNotifier{BaseURL: cfg.BaseURL.String()}
+	if cfg.SMTPURL != "" {
+		sender, err := mail.ParseURL(cfg.SMTPURL, cfg.MailFrom)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("GANTRY_SMTP_URL: %w", err)
+		}
+		notifier.SendMail = func(ctx context.Context, to []string, subject, body string) error {
+			return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
+		}
+	}
 	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}}
 	a.pools = &pools.Service{
-		Queue: queue, Logger: logger, Retention: cfg.Retention,
-		Kinds:  map[string]pools.Kind{gantryfile.KindPostgres: a.postgres},
-		Notify: &pools.DirtyNotifier{BaseURL: cfg.BaseURL.String()},
+		Queue: queue, Logger: logger, Retention: cfg.Retention, Notify: notifier,
+		Kinds: map[string]pools.Kind{gantryfile.KindPostgres: a.postgres},
 	}
 	return a, nil
 }

@@ -46,7 +46,7 @@ type Pool struct {
 	MaxSessionText string    `yaml:"max_session"`     // read into MaxSession
 	CleanupText    string    `yaml:"cleanup_timeout"` // read into CleanupTimeout
 	Clients        []string  `yaml:"clients"`         // empty: every client
-	Cleanup        []string  `yaml:"cleanup"`         // aws: argument vector run with the admin credentials
+	Cleanup        []string  `yaml:"cleanup"`         // argv: aws runs it with the admin credentials, postgres after recreating the database
 	Postgres       *Postgres `yaml:"postgres"`
 	Notify         Notify    `yaml:"notify"`
 
@@ -305,9 +305,6 @@ func (v *validator) check(f *File) {
 				v.add(key+".postgres", "only for kind: postgres")
 			}
 		case KindPostgres:
-			if len(p.Cleanup) > 0 {
-				v.add(key+".cleanup", "postgres pools clean themselves (the database is recreated); remove it")
-			}
 			switch {
 			case p.Postgres == nil || p.Postgres.AdminURLEnv == "":
 				v.add(key+".postgres.admin_url_env", "is required: the name of the variable holding the admin URL of the environments' server")

@@ -3,10 +3,12 @@ package pools
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/gantryhq/gantry/internal/pgenv"
+	"github.com/gantryhq/gantry/internal/runner"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -122,7 +124,44 @@ func (k *PostgresKind) Clean(ctx context.Context, pool *models.Pool, env *models
 		out("failed: " + err.Error() + "\n")
 		return err
 	}
+	if len(pool.CleanupCommand) > 0 {
+		dbURL, err := databaseURL(k.Getenv(pool.PostgresAdminURLEnv), env.Database)
+		if err != nil {
+			return err
+		}
+		if err := runCleanup(ctx, pool, []string{"DATABASE_URL=" + dbURL, "GANTRY_ENVIRONMENT=" + env.Name()}, out); err != nil {
+			return err
+		}
+	}
 	out("done\n")
+	return nil
+}
+
+// databaseURL points the admin URL at database.
+func databaseURL(adminURL, database string) (string, error) {
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		return "", fmt.Errorf("parsing the admin URL: %w", err)
+	}
+	u.Path = "/" + database
+	return u.String(), nil
+}
+
+// runCleanup runs the pool's cleanup command through the shared runner,
+// bounded by the pool's cleanup timeout, streaming its output to out.
+func runCleanup(ctx context.Context, pool *models.Pool, env []string, out func(string)) error {
+	out("$ " + runner.Command{Argv: pool.CleanupCommand}.String() + "\n")
+	res, err := runner.Run(ctx, runner.Command{Argv: pool.CleanupCommand, Env: env, Timeout: pool.CleanupTimeout()},
+		runner.SinkFunc(func(_ context.Context, c runner.Chunk) error { out(c.Text); return nil }))
+	if err != nil {
+		return fmt.Errorf("running cleanup: %w", err)
+	}
+	switch {
+	case res.TimedOut:
+		return fmt.Errorf("cleanup command did not finish within %s", pool.CleanupTimeout())
+	case !res.Success():
+		return fmt.Errorf("cleanup command exited with %d", res.ExitCode)
+	}
 	return nil
 }
 

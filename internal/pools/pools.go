@@ -503,6 +503,9 @@ func (s *Service) Clean(ctx context.Context, envID int64, cleanupID uuid.UUID) e
 	if errors.Is(cleanErr, context.Canceled) && ctx.Err() != nil {
 		return ctx.Err() // the worker is stopping: River retries the job
 	}
+	if cleanErr != nil {
+		out("cleanup failed: " + cleanErr.Error() + "\n")
+	}
 	return s.Queue.InTx(context.WithoutCancel(ctx), func(ctx context.Context, tx jobs.Tx) error {
 		after, current, err := models.FinishCleaning(ctx, tx, envID, cleanupID, cleanErr == nil)
 		if err != nil || !current {
