@@ -12,7 +12,7 @@ CREATE TABLE clients (
 
 CREATE TABLE pools (
     name                    text PRIMARY KEY,
-    kind                    text NOT NULL CHECK (kind IN ('aws', 'postgres')),
+    kind                    text NOT NULL CHECK (kind IN ('aws', 'postgres', 'slot')),
     session_seconds         integer NOT NULL CHECK (session_seconds > 0),
     max_session_seconds     integer NOT NULL CHECK (max_session_seconds >= session_seconds),
     cleanup_timeout_seconds integer NOT NULL CHECK (cleanup_timeout_seconds > 0),
@@ -28,7 +28,8 @@ CREATE TABLE pools (
 
 CREATE TABLE environments (
     id                     bigserial PRIMARY KEY,
-    key                    text NOT NULL UNIQUE, -- aws:account/region or postgres:database
+    key                    text NOT NULL UNIQUE, -- aws:account/region, postgres:database or slot:name
+    name                   text NOT NULL DEFAULT '', -- a slot's name
     pool                   text NOT NULL REFERENCES pools (name),
     kind                   text NOT NULL,
     account                text NOT NULL DEFAULT '',

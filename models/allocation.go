@@ -64,21 +64,22 @@ func AllocationByID(ctx context.Context, db bun.IDB, id uuid.UUID) (*Allocation,
 	return a, nil
 }
 
-// LockAllocation reads an allocation with a row lock, so that a release, a
-// timeout and an extension of the same allocation happen one at a time.
+// LockAllocation reads an allocation and its environment, locking the
+// allocation, so that a release, a timeout and an extension of the same
+// allocation happen one at a time.
 func LockAllocation(ctx context.Context, tx bun.IDB, id uuid.UUID) (*Allocation, error) {
 	a := new(Allocation)
-	if err := tx.NewSelect().Model(a).Where("id = ?", id).For("UPDATE").Scan(ctx); err != nil {
+	if err := tx.NewSelect().Model(a).Relation("Environment").Where("a.id = ?", id).For("UPDATE OF a").Scan(ctx); err != nil {
 		return nil, notFound(err)
 	}
 	return a, nil
 }
 
-// EndAllocation records the end of an active allocation.
-func EndAllocation(ctx context.Context, tx bun.IDB, id uuid.UUID, by, outcome string) error {
-	res, err := tx.NewUpdate().Model((*Allocation)(nil)).
+// EndAllocation records the end of an active allocation, updating a.
+func EndAllocation(ctx context.Context, tx bun.IDB, a *Allocation, by, outcome string) error {
+	res, err := tx.NewUpdate().Model(a).
 		Set("ended_at = now(), ended_by = ?, outcome = ?", by, outcome).
-		Where("id = ?", id).Where("ended_at IS NULL").Exec(ctx)
+		WherePK().Where("ended_at IS NULL").Returning("ended_at, ended_by, outcome").Exec(ctx)
 	return affectedOne(res, err)
 }
 

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -75,6 +76,7 @@ type Environment struct {
 	Region                string            `json:"region,omitempty"`
 	AdminRole             string            `json:"admin_role,omitempty"`
 	Database              string            `json:"database,omitempty"`
+	SlotName              string            `bun:"name" json:"name,omitempty"`
 	Capabilities          map[string]string `bun:",type:jsonb" json:"capabilities"`
 	Status                string            `json:"status"`
 	DeregisterRequestedAt *time.Time        `json:"deregister_requested_at,omitempty"`
@@ -95,6 +97,9 @@ func (e *Environment) Deregistering() bool {
 
 // Name is how people call the environment: its database or account/region.
 func (e *Environment) Name() string {
+	if e.SlotName != "" {
+		return e.SlotName
+	}
 	if e.Database != "" {
 		return e.Database
 	}
@@ -151,7 +156,7 @@ func UpsertEnvironment(ctx context.Context, db bun.IDB, e *Environment) error {
 	_, err := db.NewInsert().Model(e).
 		On("CONFLICT (key) DO UPDATE").
 		Set("pool = EXCLUDED.pool, kind = EXCLUDED.kind, account = EXCLUDED.account, region = EXCLUDED.region").
-		Set("admin_role = EXCLUDED.admin_role, database = EXCLUDED.database, capabilities = EXCLUDED.capabilities").
+		Set("admin_role = EXCLUDED.admin_role, database = EXCLUDED.database, name = EXCLUDED.name, capabilities = EXCLUDED.capabilities").
 		Set("status = CASE WHEN env.status = 'deregistered' THEN 'available' ELSE env.status END").
 		Set("deregister_requested_at = NULL, deregistered_at = NULL, updated_at = now()").
 		Returning("*").Exec(ctx)
@@ -212,27 +217,6 @@ func ListEnvironments(ctx context.Context, db bun.IDB, f EnvironmentFilter) ([]E
 	return envs, err
 }
 
-// LeasableEnvironments are the environments of pool that an allocation may
-// take now, in the order they should be taken: released longest ago first.
-// They are read without locks; LockForAllocation claims the chosen ones.
-func LeasableEnvironments(ctx context.Context, db bun.IDB, pool string) ([]Environment, error) {
-	var envs []Environment
-	err := db.NewSelect().Model(&envs).
-		Where("pool = ?", pool).Where("status = 'available'").Where("deregister_requested_at IS NULL").
-		OrderExpr("last_released_at ASC NULLS FIRST, id").Scan(ctx)
-	return envs, err
-}
-
-// LockForAllocation locks those of ids that are still leasable, skipping rows
-// another allocation has locked, and returns the ids it locked.
-func LockForAllocation(ctx context.Context, tx bun.IDB, ids []int64) ([]int64, error) {
-	var locked []int64
-	err := tx.NewSelect().Model((*Environment)(nil)).Column("id").
-		Where("id IN (?)", bun.In(ids)).Where("status = 'available'").Where("deregister_requested_at IS NULL").
-		For("UPDATE SKIP LOCKED").Scan(ctx, &locked)
-	return locked, err
-}
-
 // SetEnvironmentsInUse marks locked environments as leased.
 func SetEnvironmentsInUse(ctx context.Context, tx bun.IDB, ids []int64) error {
 	_, err := tx.NewUpdate().Model((*Environment)(nil)).
@@ -280,6 +264,21 @@ func FinishCleaning(ctx context.Context, db bun.IDB, envID int64, cleanupID uuid
 	}
 	n, err := res.RowsAffected()
 	return e, n == 1, err
+}
+
+// ReleaseClean makes a released environment that needs no cleaning
+// available again at once (or deregistered, when it was removed meanwhile).
+func ReleaseClean(ctx context.Context, tx bun.IDB, envID int64) (*Environment, error) {
+	e := new(Environment)
+	res, err := tx.NewUpdate().Model(e).
+		Set("status = CASE WHEN deregister_requested_at IS NULL THEN 'available' ELSE 'deregistered' END").
+		Set("deregistered_at = CASE WHEN deregister_requested_at IS NULL THEN NULL ELSE now() END").
+		Set("last_released_at = now(), cleanup_id = NULL, updated_at = now()").
+		Where("id = ?", envID).Where("status = 'in_use'").Returning("*").Exec(ctx)
+	if err := affectedOne(res, err); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // MarkClean is the operator's "this dirty environment is fine": it becomes
@@ -397,4 +396,34 @@ const configSyncLockKey = 7_461_210_003
 func LockConfigSync(ctx context.Context, tx bun.IDB) error {
 	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", configSyncLockKey)
 	return err
+}
+
+// LockLeasable locks up to limit environments of pool that may be leased now
+// and match at least one of the requirements, in the order they should be
+// taken (released longest ago first), skipping rows other transactions have
+// locked: concurrent allocations take different environments instead of
+// waiting for each other.
+func LockLeasable(ctx context.Context, tx bun.IDB, pool string, requirements []map[string]string, limit int) ([]Environment, error) {
+	var envs []Environment
+	q := tx.NewSelect().Model(&envs).
+		Where("pool = ?", pool).Where("status = 'available'").Where("deregister_requested_at IS NULL")
+	anyEnv := false
+	for _, r := range requirements {
+		anyEnv = anyEnv || len(r) == 0
+	}
+	if !anyEnv {
+		q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			for _, r := range requirements {
+				q = q.WhereOr("capabilities @> ?", capabilitiesJSON(r))
+			}
+			return q
+		})
+	}
+	err := q.OrderExpr("last_released_at ASC NULLS FIRST, id").Limit(int64(limit)).For("UPDATE SKIP LOCKED").Scan(ctx)
+	return envs, err
+}
+
+func capabilitiesJSON(caps map[string]string) string {
+	b, _ := json.Marshal(caps)
+	return string(b)
 }

@@ -224,10 +224,7 @@ func (s *Server) releaseAllocation(c echo.Context) error {
 			return err
 		}
 	}
-	if err := s.ownAllocation(c, id); err != nil {
-		return err
-	}
-	a, ended, err := s.Pools.Release(c.Request().Context(), id, models.EndedByClient, in.Outcome, leaseActor(c))
+	a, ended, err := s.Pools.Release(c.Request().Context(), id, leaseClientOf(c).Name, models.EndedByClient, in.Outcome, leaseActor(c))
 	if err != nil {
 		return err
 	}
@@ -235,15 +232,6 @@ func (s *Server) releaseAllocation(c echo.Context) error {
 		s.metrics.outcome(a)
 	}
 	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, nil))
-}
-
-// ownAllocation hides other clients' allocations from a lease client.
-func (s *Server) ownAllocation(c echo.Context, id uuid.UUID) error {
-	a, err := models.AllocationByID(c.Request().Context(), s.DB.Bun, id)
-	if errors.Is(err, models.ErrNotFound) || (err == nil && a.Client != leaseClientOf(c).Name) {
-		return apperr.New(apperr.NotFound, "No allocation %s.", id)
-	}
-	return err
 }
 
 type extendRequest struct {

@@ -84,7 +84,7 @@ func (s *Server) middleware() {
 		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
 		ReferrerPolicy:        "same-origin",
 	}))
-	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: isStream}))
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: isStream, MinLength: 1024}))
 	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{
 		Skipper: isStream,
 		Timeout: s.Config.RequestTimeout,

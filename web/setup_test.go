@@ -42,11 +42,13 @@ type bundle struct {
 }
 
 // setup serves Gantry on a fresh database, with extra environment variables.
-func setup(t *testing.T, env ...string) *bundle {
+func setup(t testing.TB, env ...string) *bundle {
 	t.Helper()
-	db := testdb.New(t)
 	cfg, err := config.Load(append([]string{"GANTRY_SECRET_KEY=" + strings.Repeat("k", 32)}, env...), nil)
 	require.NoError(t, err)
+	db, err := models.Open(context.Background(), testdb.NewURL(t), cfg.DBMaxConns)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
 	logger := slog.New(slog.DiscardHandler)
 	client, err := jobs.NewClient(jobs.Deps{DB: db, Logger: logger}, jobs.ClientOptions{Logger: logger})
 	require.NoError(t, err)
@@ -69,7 +71,7 @@ func setup(t *testing.T, env ...string) *bundle {
 	}))
 	t.Cleanup(hook.Close)
 	svc := &pools.Service{Queue: queue, Logger: logger, Retention: 24 * time.Hour,
-		Kinds:  map[string]pools.Kind{"postgres": pg},
+		Kinds:  map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}},
 		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client()}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
@@ -83,14 +85,14 @@ func setup(t *testing.T, env ...string) *bundle {
 	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL}
 }
 
-func (b *bundle) user(t *testing.T, email string, role models.Role) *models.User {
+func (b *bundle) user(t testing.TB, email string, role models.Role) *models.User {
 	t.Helper()
 	u, err := access.CreateUser(context.Background(), b.db.Bun, access.NewUser{Email: email, Role: string(role), Password: password}, "test")
 	require.NoError(t, err)
 	return u
 }
 
-func (b *bundle) token(t *testing.T, u *models.User, scopes ...string) string {
+func (b *bundle) token(t testing.TB, u *models.User, scopes ...string) string {
 	t.Helper()
 	secret, _, err := access.CreateToken(context.Background(), b.db.Bun, u, access.NewToken{Name: "test", Scopes: scopes}, "test")
 	require.NoError(t, err)
@@ -98,7 +100,7 @@ func (b *bundle) token(t *testing.T, u *models.User, scopes ...string) string {
 }
 
 // call makes an API request and decodes the JSON answer into a map.
-func (b *bundle) call(t *testing.T, method, path, token, body string) (*http.Response, map[string]any) {
+func (b *bundle) call(t testing.TB, method, path, token, body string) (*http.Response, map[string]any) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -116,7 +118,7 @@ func (b *bundle) call(t *testing.T, method, path, token, body string) (*http.Res
 }
 
 // do sends req and decodes a JSON answer.
-func (b *bundle) do(t *testing.T, req *http.Request) (*http.Response, map[string]any) {
+func (b *bundle) do(t testing.TB, req *http.Request) (*http.Response, map[string]any) {
 	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -137,7 +139,7 @@ type browser struct {
 	base string
 }
 
-func (b *bundle) browser(t *testing.T) *browser {
+func (b *bundle) browser(t testing.TB) *browser {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	return &browser{Client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, base: b.srv.URL}

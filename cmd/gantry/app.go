@@ -75,7 +75,7 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}}
 	a.pools = &pools.Service{
 		Queue: queue, Logger: logger, Retention: cfg.Retention, Notify: notifier,
-		Kinds: map[string]pools.Kind{gantryfile.KindPostgres: a.postgres},
+		Kinds: map[string]pools.Kind{gantryfile.KindPostgres: a.postgres, gantryfile.KindSlot: pools.SlotKind{}},
 	}
 	return a, nil
 }

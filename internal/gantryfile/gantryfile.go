@@ -75,6 +75,7 @@ type Environment struct {
 	Region       string         `yaml:"region"`
 	AdminRole    string         `yaml:"admin_role"`
 	Database     string         `yaml:"database"`
+	Name         string         `yaml:"name"` // slot pools
 	Capabilities map[string]any `yaml:"capabilities"`
 }
 
@@ -87,13 +88,19 @@ const (
 	DefaultCleanupTimeout = time.Hour
 	KindAWS               = "aws"
 	KindPostgres          = "postgres"
+	// KindSlot is a named thing with no credentials of its own (a device, a
+	// licence seat, a shared staging stack): leasing it is the whole point.
+	KindSlot = "slot"
 )
 
 // Key identifies an environment across syncs: account/region for aws (the
 // seed's primary key), the database name for postgres.
 func (e Environment) Key(kind string) string {
-	if kind == KindPostgres {
+	switch kind {
+	case KindPostgres:
 		return "postgres:" + e.Database
+	case KindSlot:
+		return "slot:" + e.Name
 	}
 	return "aws:" + e.Account + "/" + e.Region
 }
@@ -316,8 +323,12 @@ func (v *validator) check(f *File) {
 			if p.Postgres != nil && p.Postgres.Template != "" && !databasePattern.MatchString(p.Postgres.Template) {
 				v.add(key+".postgres.template", "must be a plain database name")
 			}
+		case KindSlot:
+			if p.Postgres != nil {
+				v.add(key+".postgres", "only for kind: postgres")
+			}
 		default:
-			v.add(key+".kind", "must be aws or postgres (got %q)", p.Kind)
+			v.add(key+".kind", "must be aws, postgres or slot (got %q)", p.Kind)
 		}
 	}
 
@@ -351,6 +362,10 @@ func (v *validator) check(f *File) {
 			}
 			if e.Account != "" || e.AdminRole != "" {
 				v.add(key, "account and admin_role are only for aws pools")
+			}
+		case KindSlot:
+			if !namePattern.MatchString(e.Name) {
+				v.add(key+".name", "must be lower-case letters, digits, - or _ (got %q)", e.Name)
 			}
 		}
 		names := make([]string, 0, len(e.Capabilities))

@@ -84,7 +84,7 @@ func TestProblemsNameFileLineKeyAndReason(t *testing.T) {
 		{"bad account", "pools:\n  - name: a\nenvironments:\n  - pool: a\n    account: 1234\n    region: eu-west-1\n    admin_role: arn:aws:iam::123456789012:role/Admin\n", "gantry.yaml:5: environments[0].account: must be a 12-digit AWS account id"},
 		{"role in another account", "pools:\n  - name: a\nenvironments:\n  - pool: a\n    account: \"999999999999\"\n    region: eu-west-1\n    admin_role: arn:aws:iam::123456789012:role/Admin\n", "environments[0].admin_role: is in another account than 999999999999"},
 		{"missing admin url variable", "pools:\n  - name: a\n    kind: postgres\n    postgres:\n      admin_url_env: NOT_SET\n", "gantry.yaml:5: pools[0].postgres.admin_url_env: variable NOT_SET is not set"},
-		{"unknown kind", "pools:\n  - name: a\n    kind: gcp\n", `gantry.yaml:3: pools[0].kind: must be aws or postgres (got "gcp")`},
+		{"unknown kind", "pools:\n  - name: a\n    kind: gcp\n", `gantry.yaml:3: pools[0].kind: must be aws, postgres or slot (got "gcp")`},
 		{"duplicate environment", "pools:\n  - name: a\n    kind: postgres\n    postgres: {admin_url_env: X}\nenvironments:\n  - {pool: a, database: d1}\n  - {pool: a, database: d1}\n", "environments[1]: the same environment as environments[0]"},
 		{"unknown client", "pools:\n  - name: a\n    clients: [ghost]\n", `pools[0].clients[0]: no client named "ghost" under clients`},
 		{"max below session", "pools:\n  - name: a\n    session: 5h\n    max_session: 1h\n", "gantry.yaml:4: pools[0].max_session: must be at least session (5h0m0s)"},

@@ -36,6 +36,9 @@ type Kind interface {
 	Clean(ctx context.Context, pool *models.Pool, env *models.Environment, out func(string)) error
 	// Register prepares a newly registered environment (creates a database).
 	Register(ctx context.Context, pool *models.Pool, env *models.Environment) error
+	// NeedsCleanup says whether a released environment must be cleaned
+	// before it is leased again.
+	NeedsCleanup(pool *models.Pool) bool
 }
 
 // PostgresKind leases databases on a PostgreSQL server the pool names by an
@@ -165,6 +168,8 @@ func runCleanup(ctx context.Context, pool *models.Pool, env []string, out func(s
 	return nil
 }
 
+func (k *PostgresKind) NeedsCleanup(*models.Pool) bool { return true }
+
 func (k *PostgresKind) Register(ctx context.Context, pool *models.Pool, env *models.Environment) error {
 	s, err := k.server(ctx, pool)
 	if err != nil {
@@ -172,3 +177,30 @@ func (k *PostgresKind) Register(ctx context.Context, pool *models.Pool, env *mod
 	}
 	return s.EnsureFrom(ctx, env.Database, pool.PostgresTemplate)
 }
+
+// SlotKind leases named things that carry no credentials of their own; its
+// cleanup is the pool's cleanup command, when there is one.
+type SlotKind struct{}
+
+func (SlotKind) Grant(context.Context, *models.Pool, *models.Environment, string, time.Time) (Credentials, string, error) {
+	return Credentials{}, "", nil
+}
+
+func (SlotKind) Extend(_ context.Context, _ *models.Pool, _ *models.Environment, ref, _ string, _ time.Time) (*Credentials, string, error) {
+	return nil, ref, nil
+}
+
+func (SlotKind) Revoke(context.Context, *models.Pool, *models.Environment, string, time.Time) error {
+	return nil
+}
+
+func (SlotKind) Clean(ctx context.Context, pool *models.Pool, env *models.Environment, out func(string)) error {
+	if len(pool.CleanupCommand) == 0 {
+		return nil
+	}
+	return runCleanup(ctx, pool, []string{"GANTRY_ENVIRONMENT=" + env.Name()}, out)
+}
+
+func (SlotKind) Register(context.Context, *models.Pool, *models.Environment) error { return nil }
+
+func (SlotKind) NeedsCleanup(pool *models.Pool) bool { return len(pool.CleanupCommand) > 0 }

@@ -91,7 +91,7 @@ func (s *Service) Sync(ctx context.Context, f *gantryfile.File, actor string) (S
 		pool := poolRows[e.Pool]
 		envRows = append(envRows, &models.Environment{
 			Key: e.Key(pool.Kind), Pool: e.Pool, Kind: pool.Kind, Account: e.Account, Region: e.Region,
-			AdminRole: e.AdminRole, Database: e.Database, Capabilities: e.StringCapabilities(),
+			AdminRole: e.AdminRole, Database: e.Database, SlotName: e.Name, Capabilities: e.StringCapabilities(),
 		})
 	}
 	// Prepare new environments (create their databases) before recording
@@ -175,11 +175,15 @@ type Lease struct {
 	Credentials Credentials
 }
 
-// maxRounds bounds how often Allocate re-picks after losing environments
-// to concurrent requests; each round excludes what it lost.
-const maxRounds = 64
-
 // Allocate leases one environment per requirement, all or nothing.
+//
+// It locks the leasable environments that match, in preference order
+// (released longest ago first), with FOR UPDATE SKIP LOCKED, so concurrent
+// requests take different rows instead of queueing on the same one. It locks
+// a few more than it needs, lets the matching engine choose among them, and
+// widens the window when those few cannot serve the request. Only when the
+// request fails does it read the whole pool, to tell 423 (wait) from 400
+// (never).
 func (s *Service) Allocate(ctx context.Context, req allocation.Request, client, actor string) ([]Lease, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fieldErrors(err)
@@ -198,69 +202,57 @@ func (s *Service) Allocate(ctx context.Context, req allocation.Request, client, 
 	if err != nil {
 		return nil, err
 	}
-	registered, err := models.ListEnvironments(ctx, s.Queue.DB(), models.EnvironmentFilter{Pool: pool.Name})
-	if err != nil {
-		return nil, err
-	}
-	all := engineEnvironments(registered)
 	wanted := req.Wanted()
-	if err := allocation.Classify(all, wanted); err != nil {
-		return nil, fieldErrors(err)
-	}
-
-	excluded := map[int64]bool{}
-	for round := 0; round < maxRounds; round++ {
-		leasable, err := models.LeasableEnvironments(ctx, s.Queue.DB(), pool.Name)
-		if err != nil {
-			return nil, err
-		}
-		candidates := make([]models.Environment, 0, len(leasable))
-		for _, e := range leasable {
-			if !excluded[e.ID] {
-				candidates = append(candidates, e)
-			}
-		}
-		picks, err := allocation.Match(engineEnvironments(candidates), all, wanted)
-		if err != nil {
-			return nil, fieldErrors(err)
-		}
-		leases, lost, err := s.claim(ctx, pool, kind, candidates, picks, req.Requester, client, actor)
-		if err != nil || len(lost) == 0 {
+	window := len(wanted)
+	for {
+		leases, exhausted, err := s.claim(ctx, pool, kind, wanted, window, req.Requester, client, actor)
+		if err != nil || leases != nil {
 			return leases, err
 		}
-		for _, id := range lost {
-			excluded[id] = true
+		if exhausted {
+			return nil, s.whyNot(ctx, pool, wanted)
 		}
+		window *= 2
 	}
-	return nil, unavailable(pool)
 }
 
-// claim locks the picked environments and, when it got all of them, records
-// the allocations, obtains credentials, schedules the timeouts and commits.
-// It returns the picks it could not lock (taken by a concurrent request).
-func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, candidates []models.Environment, picks []int64, requester, client, actor string) ([]Lease, []int64, error) {
-	byID := make(map[int64]*models.Environment, len(candidates))
-	for i := range candidates {
-		byID[candidates[i].ID] = &candidates[i]
+// whyNot explains a request that cannot be served: 400 when the pool could
+// not serve it even with every environment free, 423 otherwise.
+func (s *Service) whyNot(ctx context.Context, pool *models.Pool, wanted []allocation.Requirement) error {
+	registered, err := models.ListEnvironments(ctx, s.Queue.DB(), models.EnvironmentFilter{Pool: pool.Name})
+	if err != nil {
+		return err
 	}
-	var leases []Lease
-	var lost []int64
-	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		locked, err := models.LockForAllocation(ctx, tx, picks)
+	if err := allocation.Classify(engineEnvironments(registered), wanted); err != nil {
+		return fieldErrors(err)
+	}
+	return unavailable(pool)
+}
+
+// claim locks up to window matching environments and, when they can serve
+// the request, records the allocations, obtains credentials, schedules the
+// timeouts and commits. It returns no leases and exhausted when fewer than
+// window environments were leasable (widening cannot help), and no leases
+// and !exhausted when a wider window might.
+func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, wanted []allocation.Requirement, window int, requester, client, actor string) (leases []Lease, exhausted bool, err error) {
+	reqCaps := make([]map[string]string, len(wanted))
+	for i, r := range wanted {
+		reqCaps[i] = r.Capabilities
+	}
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		leases = nil
+		locked, err := models.LockLeasable(ctx, tx, pool.Name, reqCaps, window)
 		if err != nil {
 			return err
 		}
-		if len(locked) < len(picks) {
-			got := map[int64]bool{}
-			for _, id := range locked {
-				got[id] = true
-			}
-			for _, id := range picks {
-				if !got[id] {
-					lost = append(lost, id)
-				}
-			}
-			return errRetry
+		exhausted = len(locked) < window
+		picks, err := allocation.Match(engineEnvironments(locked), nil, wanted)
+		if err != nil {
+			return errNotEnough
+		}
+		byID := make(map[int64]*models.Environment, len(locked))
+		for i := range locked {
+			byID[locked[i].ID] = &locked[i]
 		}
 		now := time.Now()
 		expires := now.Add(pool.Session())
@@ -299,6 +291,9 @@ func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, candi
 			}
 			a.CredentialRef = ref
 			leases = append(leases, Lease{Allocation: a, Environment: env, Credentials: creds})
+			if ref == "" {
+				continue
+			}
 			if err := models.SetCredentialRef(ctx, tx, a.ID, ref); err != nil {
 				s.revokeLeases(pool, kind, leases)
 				return err
@@ -306,20 +301,20 @@ func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, candi
 		}
 		return nil
 	})
-	if errors.Is(err, errRetry) {
-		return nil, lost, nil
+	if errors.Is(err, errNotEnough) {
+		return nil, exhausted, nil
 	}
 	if err != nil && len(leases) > 0 {
 		// The commit failed after credentials were issued.
 		s.revokeLeases(pool, kind, leases)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	return leases, nil, nil
+	return leases, false, nil
 }
 
-var errRetry = errors.New("picked environments were taken; pick again")
+var errNotEnough = errors.New("the locked environments cannot serve the request")
 
 func (s *Service) revokeLeases(pool *models.Pool, kind Kind, leases []Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -337,23 +332,21 @@ func unavailable(pool *models.Pool) error {
 
 // Release ends an allocation: its credentials stop working at once, the
 // environment starts cleaning. Releasing an ended allocation is harmless;
-// ended says whether this call ended it.
-func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor string) (a *models.Allocation, ended bool, err error) {
+// ended says whether this call ended it. A non-empty client may release only
+// its own allocations; others read as not found.
+func (s *Service) Release(ctx context.Context, id uuid.UUID, client, by, outcome, actor string) (a *models.Allocation, ended bool, err error) {
 	if len(outcome) > 1024 {
 		return nil, false, apperr.Field("outcome", "must be at most 1024 characters")
 	}
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		ended = false
-		a, err := models.LockAllocation(ctx, tx, id)
-		if err != nil {
-			return notFound(err, id)
+		a, err = models.LockAllocation(ctx, tx, id)
+		if err != nil || (client != "" && a.Client != client) {
+			return notFound(models.ErrNotFound, id)
 		}
+		env := a.Environment
 		if !a.Active() {
 			return nil
-		}
-		env, err := models.EnvironmentByID(ctx, tx, a.EnvironmentID)
-		if err != nil {
-			return err
 		}
 		pool, err := models.PoolByNameAny(ctx, tx, a.Pool)
 		if err != nil {
@@ -368,10 +361,14 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor 
 		if err := kind.Revoke(ctx, pool, env, a.CredentialRef, time.Now()); err != nil {
 			return fmt.Errorf("revoking credentials of %s: %w", env.Name(), err)
 		}
-		if err := models.EndAllocation(ctx, tx, id, by, outcome); err != nil {
+		if err := models.EndAllocation(ctx, tx, a, by, outcome); err != nil {
 			return err
 		}
-		if err := s.startCleanup(ctx, tx, pool, env, a.ID); err != nil {
+		if kind.NeedsCleanup(pool) {
+			if err := s.startCleanup(ctx, tx, pool, env, a.ID); err != nil {
+				return err
+			}
+		} else if err := s.releaseClean(ctx, tx, env); err != nil {
 			return err
 		}
 		ended = true
@@ -382,8 +379,17 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, by, outcome, actor 
 	if err != nil {
 		return nil, false, err
 	}
-	a, err = models.AllocationByID(ctx, s.Queue.DB(), id)
-	return a, ended, err
+	return a, ended, nil
+}
+
+// releaseClean makes an environment that needs no cleaning available again
+// (or deregistered) in the releasing transaction.
+func (s *Service) releaseClean(ctx context.Context, tx jobs.Tx, env *models.Environment) error {
+	after, err := models.ReleaseClean(ctx, tx, env.ID)
+	if err != nil || after.Status != models.EnvDeregistered {
+		return err
+	}
+	return s.log(ctx, tx, after, EventDeregistered, "gantry:release", nil)
 }
 
 // startCleanup marks env cleaning under cleanupID and schedules the cleanup
@@ -469,7 +475,7 @@ func (s *Service) Expire(ctx context.Context, id uuid.UUID) (time.Duration, erro
 	if wait := time.Until(a.ExpiresAt); wait > 0 {
 		return wait, nil
 	}
-	_, _, err = s.Release(ctx, id, models.EndedByTimeout, "timeout", "gantry:allocation-timeout")
+	_, _, err = s.Release(ctx, id, "", models.EndedByTimeout, "timeout", "gantry:allocation-timeout")
 	return 0, err
 }
 
