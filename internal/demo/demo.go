@@ -11,6 +11,9 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/allocation"
+	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -29,7 +32,7 @@ var People = []access.NewUser{
 }
 
 // Load adds the demo data once; it reports false when it was already there.
-func Load(ctx context.Context, db bun.IDB) (bool, error) {
+func Load(ctx context.Context, db bun.IDB, pools *pools.Service) (bool, error) {
 	_, err := models.LatestRevision(ctx, db, "demo", loadedEvent)
 	if err == nil {
 		return false, nil
@@ -56,7 +59,60 @@ func Load(ctx context.Context, db bun.IDB) (bool, error) {
 		}
 		return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: "demo", Event: loadedEvent, Actor: actor})
 	})
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	return true, environments(ctx, pools)
+}
+
+// demoPools is a pool of test devices (kind slot): leasable on any machine,
+// with a cleanup that fails for one of them so the dirty queue has an entry.
+const demoPools = `clients:
+  - name: demo-ci
+    users: [olivia.operator@example.com]
+pools:
+  - name: device-farm
+    kind: slot
+    session: 2h
+    cleanup: [sh, -c, 'echo "wiping $GANTRY_ENVIRONMENT"; test "$GANTRY_ENVIRONMENT" != pixel-7']
+    cleanup_timeout: 5m
+environments:
+  - {pool: device-farm, name: pixel-7, capabilities: {os: android, version: "14"}}
+  - {pool: device-farm, name: pixel-8, capabilities: {os: android, version: "15"}}
+  - {pool: device-farm, name: iphone-15, capabilities: {os: ios, version: "17"}}
+  - {pool: device-farm, name: iphone-16, capabilities: {os: ios, version: "18"}}
+`
+
+// environments registers the device farm and leases from it: two devices in
+// use, one released (its cleanup fails, so it ends dirty), history behind.
+func environments(ctx context.Context, svc *pools.Service) error {
+	f, err := gantryfile.Parse("demo", []byte(demoPools), nil)
+	if err != nil {
+		return err
+	}
+	if _, err := svc.Sync(ctx, f, actor); err != nil {
+		return err
+	}
+	lease := func(requester string, caps map[string]string) (*pools.Lease, error) {
+		leases, err := svc.Allocate(ctx, allocation.Request{Pool: "device-farm", Requester: requester,
+			Requirements: []allocation.Requirement{{Capabilities: caps}}}, "demo-ci", "client:demo-ci")
+		if err != nil {
+			return nil, err
+		}
+		return &leases[0], nil
+	}
+	first, err := lease("github.com/acme/app/actions/runs/1201", map[string]string{"version": "14"})
+	if err != nil {
+		return err
+	}
+	if _, _, err := svc.Release(ctx, first.Allocation.ID, "", models.EndedByClient, "success", "client:demo-ci"); err != nil {
+		return err
+	}
+	if _, err := lease("github.com/acme/app/actions/runs/1202", map[string]string{"os": "ios"}); err != nil {
+		return err
+	}
+	_, err = lease("github.com/acme/app/actions/runs/1203", map[string]string{"version": "15"})
+	return err
 }
 
 // pipelineHistory writes the log of a small release pipeline (seed 004's
