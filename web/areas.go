@@ -26,20 +26,6 @@ var (
 			Doc: "docs/areas/infra.md",
 		},
 	}
-	areaEnvironments = areas.View{
-		Title: "Environments",
-		Lead:  "Pools of pre-provisioned test environments that CI jobs lease, use with temporary credentials, and give back to be cleaned.",
-		Empty: components.EmptyProps{
-			TestID: "empty-environments", Title: "Environment pools are not built yet",
-			Body: "When they are, each pool's capacity (available, in use, cleaning, dirty), its environments with their current lease, and the dirty queue will appear here. Setting them up will take three steps:",
-			Steps: []string{
-				"Register pools and environments (AWS accounts or PostgreSQL databases) in gantry.yaml.",
-				"Give each CI system an API token on the pool's allow list.",
-				"Wrap integration tests in `gantry env exec --pool NAME -- make integration-test`.",
-			},
-			Doc: "docs/areas/environments.md",
-		},
-	}
 	areaDaemons = areas.View{
 		Title: "Daemons",
 		Lead:  "Exactly one copy of a task on every instance of a cluster, rolled out within a minimum-healthy budget and restarted when it dies.",

@@ -124,8 +124,7 @@ func (k *PostgresKind) Clean(ctx context.Context, pool *models.Pool, env *models
 	}
 	out("\n")
 	if err := s.Clean(ctx, env.Database, pool.PostgresTemplate); err != nil {
-		out("failed: " + err.Error() + "\n")
-		return err
+		return err // the service writes the failure to the output
 	}
 	if len(pool.CleanupCommand) > 0 {
 		dbURL, err := databaseURL(k.Getenv(pool.PostgresAdminURLEnv), env.Database)

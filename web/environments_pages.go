@@ -1,0 +1,864 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/pools"
+	"github.com/gantryhq/gantry/models"
+	envview "github.com/gantryhq/gantry/views/pages/environments"
+)
+
+// The pages of the environment pools area (seed 001): every pool's capacity
+// and utilisation with the dirty queue, one environment, and the allocation
+// history that answers "who held environment E" and "what did requester T
+// hold". The JSON API of the same area is in environments.go.
+
+const (
+	envPageSize     = 50 // environments per pool table
+	historyPageSize = 50 // allocations per history page
+	envHistorySize  = 20 // allocations on an environment's page
+	envLogSize      = 20 // log entries on an environment's page
+	maxOutputShown  = 64 << 10
+	dirtyTailLines  = 4
+)
+
+// Environment states as the pages count them: a dirty environment needs a
+// human whatever else is true of it; any other waiting to leave is
+// deregistering.
+const (
+	stateDeregistering = "deregistering"
+)
+
+var envStates = []struct{ State, Label string }{
+	{models.EnvAvailable, "available"},
+	{models.EnvInUse, "in use"},
+	{models.EnvCleaning, "cleaning"},
+	{models.EnvDirty, "dirty"},
+	{stateDeregistering, "deregistering"},
+}
+
+func envState(e *models.Environment) string {
+	if e.Status == models.EnvDirty {
+		return models.EnvDirty
+	}
+	if e.Deregistering() {
+		return stateDeregistering
+	}
+	return e.Status
+}
+
+func statusLabel(status string) string {
+	if status == models.EnvInUse {
+		return "in use"
+	}
+	return status
+}
+
+func statusTone(status string) string {
+	switch status {
+	case models.EnvAvailable:
+		return "ok"
+	case models.EnvCleaning:
+		return "warn"
+	case models.EnvDirty:
+		return "bad"
+	case models.EnvDeregistered:
+		return "muted"
+	}
+	return ""
+}
+
+// historyWindows are the time windows the history filters offer.
+var historyWindows = []struct {
+	Value string
+	Label string
+	Span  time.Duration
+}{
+	{"24h", "in the last 24 hours", 24 * time.Hour},
+	{"7d", "in the last 7 days", 7 * 24 * time.Hour},
+	{"30d", "in the last 30 days", 30 * 24 * time.Hour},
+	{"90d", "in the last 3 months", 90 * 24 * time.Hour},
+	{"180d", "in the last 6 months", 180 * 24 * time.Hour},
+}
+
+// sinceWindow reads a history window: one of historyWindows, or a time.
+func sinceWindow(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, w := range historyWindows {
+		if w.Value == v {
+			return now.Add(-w.Span), nil
+		}
+	}
+	t, err := parseTime(v)
+	if err != nil {
+		return time.Time{}, errors.New("must be 24h, 7d, 30d, 90d, 180d or a time such as 2026-01-31T14:00:00Z")
+	}
+	return t, nil
+}
+
+func windowOptions(selected string) []envview.Option {
+	opts := []envview.Option{{Value: "", Label: "any time (all kept history)", Selected: selected == ""}}
+	known := selected == ""
+	for _, w := range historyWindows {
+		opts = append(opts, envview.Option{Value: w.Value, Label: w.Label, Selected: w.Value == selected})
+		known = known || w.Value == selected
+	}
+	if !known {
+		opts = append(opts, envview.Option{Value: selected, Label: "since " + selected, Selected: true})
+	}
+	return opts
+}
+
+func windowLabel(v string) string {
+	for _, w := range historyWindows {
+		if w.Value == v {
+			return w.Label
+		}
+	}
+	if v == "" {
+		return ""
+	}
+	return "since " + v
+}
+
+// historyCursor is where the next page of history starts, as a URL value.
+func historyCursor(a *models.Allocation) string {
+	return a.StartedAt.UTC().Format(time.RFC3339Nano) + "_" + a.ID.String()
+}
+
+func parseHistoryCursor(v string) (*models.AllocationCursor, error) {
+	if v == "" {
+		return nil, nil
+	}
+	at, id, ok := strings.Cut(v, "_")
+	t, terr := time.Parse(time.RFC3339Nano, at)
+	u, uerr := uuid.Parse(id)
+	if !ok || terr != nil || uerr != nil {
+		return nil, apperr.Field("before", "is not a position this page produced")
+	}
+	return &models.AllocationCursor{StartedAt: t, ID: u}, nil
+}
+
+// environmentsPage is /environments: per pool its capacity, utilisation and
+// environments, and the dirty queue across pools.
+func (s *Server) environmentsPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	q := c.QueryParams()
+	filter := envview.IndexFilter{Pool: q.Get("pool"), Status: q.Get("status"), Query: strings.TrimSpace(q.Get("q"))}
+	bad := apperr.Fields{}
+	statuses := []envview.Option{{Value: "", Label: "registered", Selected: filter.Status == ""}}
+	knownStatus := filter.Status == ""
+	for _, st := range append(envStates, struct{ State, Label string }{models.EnvDeregistered, "deregistered"}) {
+		statuses = append(statuses, envview.Option{Value: st.State, Label: st.Label, Selected: st.State == filter.Status})
+		knownStatus = knownStatus || st.State == filter.Status
+	}
+	if !knownStatus {
+		bad.Add("status", "must be available, in_use, cleaning, dirty, deregistering or deregistered")
+	}
+	page := 1
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad.Add("page", "must be a page number from 1")
+		}
+		page = n
+	}
+	if err := bad.Err(); err != nil {
+		return err
+	}
+
+	poolList, err := models.ListPools(ctx, s.DB.Bun)
+	if err != nil {
+		return err
+	}
+	if filter.Pool != "" && !slices.ContainsFunc(poolList, func(p models.Pool) bool { return p.Name == filter.Pool }) {
+		return apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", filter.Pool))
+	}
+	envs, err := models.ListEnvironments(ctx, s.DB.Bun, models.EnvironmentFilter{WithDeregistered: true})
+	if err != nil {
+		return err
+	}
+	active, err := models.ActiveAllocations(ctx, s.DB.Bun)
+	if err != nil {
+		return err
+	}
+	holding := make(map[int64]*models.Allocation, len(active))
+	for i := range active {
+		holding[active[i].EnvironmentID] = &active[i]
+	}
+
+	now := time.Now()
+	v := envview.IndexView{Filter: filter, Statuses: statuses, Filtered: filter != (envview.IndexFilter{}), Example: envview.ExampleConfig}
+	for _, p := range poolList {
+		v.PoolOptions = append(v.PoolOptions, envview.Option{Value: p.Name, Label: p.Name, Selected: p.Name == filter.Pool})
+	}
+	for i := range envs {
+		if envs[i].Status == models.EnvDirty {
+			row, err := s.dirtyRow(ctx, &envs[i])
+			if err != nil {
+				return err
+			}
+			v.Dirty = append(v.Dirty, row)
+		}
+	}
+	for _, p := range poolList {
+		if filter.Pool != "" && p.Name != filter.Pool {
+			continue
+		}
+		var mine []models.Environment
+		for _, e := range envs {
+			if e.Pool == p.Name {
+				mine = append(mine, e)
+			}
+		}
+		since := now.Truncate(time.Hour).Add(-23 * time.Hour)
+		points, err := models.Utilization(ctx, s.DB.Bun, p.Name, since, time.Hour)
+		if err != nil {
+			return fmt.Errorf("measuring utilisation of %s: %w", p.Name, err)
+		}
+		section := poolSection(&p, mine, points, filter, now)
+		var rows []envview.EnvRow
+		for i := range mine {
+			if envMatches(&mine[i], filter) {
+				rows = append(rows, envRow(&mine[i], holding[mine[i].ID], now))
+			}
+		}
+		section.Matching = len(rows)
+		if filter.Pool == "" {
+			if len(rows) > envPageSize {
+				section.MoreURL = section.URL
+				rows = rows[:envPageSize]
+			}
+		} else {
+			first := min((page-1)*envPageSize, len(rows))
+			last := min(first+envPageSize, len(rows))
+			if page > 1 {
+				section.NewerURL = "/environments?" + withParam(q, "page", pageParam(page-1))
+			}
+			if last < len(rows) {
+				section.OlderURL = "/environments?" + withParam(q, "page", strconv.Itoa(page+1))
+			}
+			rows = rows[first:last]
+		}
+		section.Environments = rows
+		v.Pools = append(v.Pools, section)
+	}
+	return s.render(c, http.StatusOK, envview.Index(v))
+}
+
+func pageParam(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// envMatches applies the index filters other than the pool.
+func envMatches(e *models.Environment, f envview.IndexFilter) bool {
+	switch {
+	case f.Status == "" && e.Status == models.EnvDeregistered:
+		return false
+	case f.Status == models.EnvDeregistered && e.Status != models.EnvDeregistered:
+		return false
+	case f.Status != "" && f.Status != models.EnvDeregistered && envState(e) != f.Status:
+		return false
+	}
+	if f.Query == "" {
+		return true
+	}
+	needle := strings.ToLower(f.Query)
+	hay := []string{e.Name(), e.Key}
+	for k, val := range e.Capabilities {
+		hay = append(hay, k+"="+val)
+	}
+	for _, h := range hay {
+		if strings.Contains(strings.ToLower(h), needle) {
+			return true
+		}
+	}
+	return false
+}
+
+func poolSection(p *models.Pool, envs []models.Environment, points []models.UtilizationPoint, f envview.IndexFilter, now time.Time) envview.Pool {
+	clients := "any client on the allow list may lease"
+	if len(p.Clients) > 0 {
+		clients = "leased by " + strings.Join(p.Clients, ", ")
+	}
+	poolQuery := url.Values{"pool": {p.Name}}
+	if f.Status != "" {
+		poolQuery.Set("status", f.Status)
+	}
+	if f.Query != "" {
+		poolQuery.Set("q", f.Query)
+	}
+	capacity := capacityOf(envs)
+	return envview.Pool{
+		Name: p.Name, Kind: p.Kind, Clients: clients,
+		Settings: fmt.Sprintf("session %s, at most %s · cleanup timeout %s",
+			shortDuration(p.Session()), shortDuration(p.MaxSession()), shortDuration(p.CleanupTimeout())),
+		URL:         "/environments?" + poolQuery.Encode(),
+		HistoryURL:  "/environments/allocations?" + url.Values{"pool": {p.Name}}.Encode(),
+		Capacity:    capacity,
+		Utilization: sparkline(points, capacity.Total, now),
+	}
+}
+
+// capacityOf counts a pool's registered environments by state and lays the
+// counts out as a bar 1000 units wide.
+func capacityOf(envs []models.Environment) envview.Capacity {
+	counts := map[string]int{}
+	var c envview.Capacity
+	for i := range envs {
+		if envs[i].Status == models.EnvDeregistered {
+			continue
+		}
+		counts[envState(&envs[i])]++
+		c.Total++
+	}
+	done := 0
+	var parts []string
+	for _, st := range envStates {
+		seg := envview.Segment{State: st.State, Label: st.Label, Count: counts[st.State]}
+		if c.Total > 0 && seg.Count > 0 {
+			x := done * 1000 / c.Total
+			done += seg.Count
+			seg.X, seg.Width = strconv.Itoa(x), strconv.Itoa(done*1000/c.Total-x)
+			c.Bars = append(c.Bars, seg)
+			parts = append(parts, fmt.Sprintf("%d %s", seg.Count, st.Label))
+		}
+		c.Segments = append(c.Segments, seg)
+	}
+	switch c.Total {
+	case 0:
+		c.Summary = "no environments"
+	case 1:
+		c.Summary = "1 environment: " + strings.Join(parts, ", ")
+	default:
+		c.Summary = fmt.Sprintf("%d environments: %s", c.Total, strings.Join(parts, ", "))
+	}
+	return c
+}
+
+// sparkline draws hourly utilisation as SVG points, scaled to the pool's
+// size (or the busiest hour, when more allocations than environments came
+// and went within one hour).
+func sparkline(points []models.UtilizationPoint, total int, now time.Time) envview.Sparkline {
+	const w, h, pad = 240, 48, 4
+	sp := envview.Sparkline{Width: w, Height: h, Until: "now"}
+	peak := 0
+	for _, p := range points {
+		peak = max(peak, p.InUse)
+	}
+	scale := float64(max(total, peak, 1))
+	n := len(points)
+	var line []string
+	for i, p := range points {
+		x := float64(w) / 2
+		if n > 1 {
+			x = pad + float64(i)*float64(w-2*pad)/float64(n-1)
+		}
+		y := float64(h-pad) - float64(p.InUse)/scale*float64(h-2*pad)
+		xs, ys := strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64), strconv.FormatFloat(math.Round(y*10)/10, 'f', -1, 64)
+		line = append(line, xs+","+ys)
+		hour := p.Bucket.UTC()
+		sp.Points = append(sp.Points, envview.SparkPoint{X: xs, Y: ys,
+			Title: fmt.Sprintf("%s–%s UTC: %d held", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"), p.InUse)})
+	}
+	if n > 0 {
+		sp.From = points[0].Bucket.UTC().Format("15:04") + " UTC"
+		first, last := strings.Split(line[0], ","), strings.Split(line[n-1], ",")
+		sp.Line = strings.Join(line, " ")
+		sp.Area = fmt.Sprintf("%s,%d %s %s,%d", first[0], h-1, sp.Line, last[0], h-1)
+	}
+	switch {
+	case peak == 0:
+		sp.Label = "Not leased in the last 24 hours"
+	default:
+		sp.Label = fmt.Sprintf("Last 24 hours: at most %d of %d held in one hour", peak, total)
+	}
+	return sp
+}
+
+func envRow(e *models.Environment, a *models.Allocation, now time.Time) envview.EnvRow {
+	row := envview.EnvRow{
+		ID: e.ID, URL: environmentURL(e.ID), Name: e.Name(), Key: e.Key, Capabilities: capabilities(e.Capabilities),
+		Status: statusLabel(e.Status), Tone: statusTone(e.Status), Deregistering: e.Deregistering(),
+	}
+	if e.LastReleasedAt != nil {
+		row.LastReleased = clock(*e.LastReleasedAt)
+	}
+	if a != nil {
+		row.Requester, row.RequesterURL = a.Requester, requesterURL(a.Requester)
+		row.Expires, row.ExpiresISO, row.ExpiresIn = clock(a.ExpiresAt), a.ExpiresAt.UTC().Format(time.RFC3339), untilText(a.ExpiresAt, now)
+	}
+	return row
+}
+
+func capabilities(m map[string]string) []envview.Capability {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]envview.Capability, len(keys))
+	for i, k := range keys {
+		out[i] = envview.Capability{Key: k, Value: m[k]}
+	}
+	return out
+}
+
+// dirtyRow describes a dirty environment with why it is dirty, from its log.
+func (s *Server) dirtyRow(ctx context.Context, e *models.Environment) (envview.DirtyRow, error) {
+	row := envview.DirtyRow{ID: e.ID, URL: environmentURL(e.ID), Name: e.Name(), Pool: e.Pool,
+		OutputTail: lastLines(e.CleanupOutput, dirtyTailLines),
+		RetryURL:   environmentURL(e.ID) + "/retry-cleanup", MarkCleanURL: environmentURL(e.ID) + "/mark-clean"}
+	since := e.UpdatedAt
+	if e.CleanupFinishedAt != nil {
+		since = *e.CleanupFinishedAt
+	}
+	row.Since, row.SinceISO = clock(since), since.UTC().Format(time.RFC3339)
+	entries, err := models.ListLog(ctx, s.DB.Bun, models.LogFilter{Target: pools.Target(e), Limit: 20})
+	if err != nil {
+		return row, err
+	}
+	row.Reason = "cleanup failed"
+	for _, entry := range entries {
+		if entry.Event == pools.EventCleanupTimedOut {
+			row.Reason = "cleanup did not finish within the pool's cleanup timeout"
+			break
+		}
+		if entry.Event == pools.EventCleanupFailed {
+			if msg, ok := entry.Detail["error"].(string); ok && msg != "" {
+				row.Reason = "cleanup failed: " + msg
+			}
+			break
+		}
+	}
+	return row, nil
+}
+
+// environmentPage is one environment: what it is, who holds it, its cleanup
+// output (refreshing while it cleans), its history and its log.
+func (s *Server) environmentPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	env, err := s.environmentParam(c)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	sinceText := c.QueryParam("since")
+	since, err := sinceWindow(sinceText, now)
+	if err != nil {
+		return apperr.Field("since", err.Error())
+	}
+	cursor, err := parseHistoryCursor(c.QueryParam("before"))
+	if err != nil {
+		return err
+	}
+	var lease *models.Allocation
+	if a, err := models.ActiveAllocationOf(ctx, s.DB.Bun, env.ID); err == nil {
+		lease = a
+	} else if !errors.Is(err, models.ErrNotFound) {
+		return err
+	}
+	history, err := models.ListAllocationHistory(ctx, s.DB.Bun, models.AllocationFilter{EnvironmentID: env.ID, Since: since, Limit: envHistorySize + 1}, cursor)
+	if err != nil {
+		return err
+	}
+	entries, err := models.ListLog(ctx, s.DB.Bun, models.LogFilter{Target: pools.Target(env), Limit: envLogSize})
+	if err != nil {
+		return err
+	}
+
+	self := environmentURL(env.ID)
+	v := envview.EnvironmentView{
+		ID: env.ID, Name: env.Name(), Key: env.Key, Pool: env.Pool,
+		PoolURL: "/environments?" + url.Values{"pool": {env.Pool}}.Encode(),
+		Status:  statusLabel(env.Status), Tone: statusTone(env.Status),
+		Fields: environmentFields(env), Capabilities: capabilities(env.Capabilities),
+		Deregistering: env.Deregistering(), Dirty: env.Status == models.EnvDirty,
+		RetryURL: self + "/retry-cleanup", MarkCleanURL: self + "/mark-clean",
+		Cleanup:    cleanupOf(env, now),
+		Windows:    windowOptions(sinceText),
+		HistoryURL: "/environments/allocations?" + url.Values{"environment": {strconv.FormatInt(env.ID, 10)}}.Encode(),
+		Log:        logRows(entries),
+		LogURL:     "/log?" + url.Values{"target": {pools.Target(env)}}.Encode(),
+	}
+	if lease != nil {
+		v.Lease = &envview.Lease{ID: lease.ID.String(), Requester: lease.Requester, RequesterURL: requesterURL(lease.Requester),
+			Client: lease.Client, Started: clock(lease.StartedAt), Expires: clock(lease.ExpiresAt), ExpiresIn: untilText(lease.ExpiresAt, now)}
+	}
+	if len(history) > envHistorySize {
+		history = history[:envHistorySize]
+		v.OlderURL = self + "?" + withParam(c.QueryParams(), "before", historyCursor(&history[len(history)-1]))
+	}
+	if cursor != nil {
+		v.NewerURL = self + "?" + withParam(c.QueryParams(), "before", "")
+	}
+	v.History = allocRows(history, now)
+	return s.render(c, http.StatusOK, envview.Environment(v))
+}
+
+func environmentFields(env *models.Environment) []envview.Field {
+	var out []envview.Field
+	add := func(label, value string, mono bool, testID string) {
+		if value != "" {
+			out = append(out, envview.Field{Label: label, Value: value, Mono: mono, TestID: testID})
+		}
+	}
+	add("Pool", env.Pool, false, "field-pool")
+	add("Kind", env.Kind, false, "field-kind")
+	add("Account", env.Account, true, "field-account")
+	add("Region", env.Region, true, "field-region")
+	add("Admin role", env.AdminRole, true, "field-admin-role")
+	add("Database", env.Database, true, "field-database")
+	add("Registered", clock(env.CreatedAt), false, "field-registered")
+	if env.LastReleasedAt != nil {
+		add("Last released", clock(*env.LastReleasedAt), false, "field-last-released")
+	}
+	if env.DeregisterRequestedAt != nil {
+		note := clock(*env.DeregisterRequestedAt)
+		if env.Deregistering() {
+			note += " (removed from gantry.yaml; it leaves once its allocation ends and it is clean)"
+		}
+		add("Deregistration requested", note, false, "field-deregister-requested")
+	}
+	if env.DeregisteredAt != nil {
+		add("Deregistration completed", clock(*env.DeregisteredAt), false, "field-deregistered")
+	}
+	return out
+}
+
+func cleanupOf(env *models.Environment, now time.Time) envview.Cleanup {
+	c := envview.Cleanup{Output: env.CleanupOutput, Running: env.Status == models.EnvCleaning}
+	if len(c.Output) > maxOutputShown {
+		cut := c.Output[len(c.Output)-maxOutputShown:]
+		if i := strings.IndexByte(cut, '\n'); i >= 0 {
+			cut = cut[i+1:]
+		}
+		c.Output, c.Truncated = cut, true
+	}
+	if env.CleanupStartedAt != nil {
+		c.Times = "Started " + clock(*env.CleanupStartedAt)
+		switch {
+		case env.CleanupFinishedAt != nil:
+			c.Times += " · finished " + clock(*env.CleanupFinishedAt) + " after " + shortDuration(env.CleanupFinishedAt.Sub(*env.CleanupStartedAt))
+		case c.Running:
+			c.Times += " · running for " + shortDuration(now.Sub(*env.CleanupStartedAt))
+		}
+	}
+	return c
+}
+
+// allocationHistoryPage is /environments/allocations: the history filtered
+// by pool, environment, requester and time window.
+func (s *Server) allocationHistoryPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	q := c.QueryParams()
+	now := time.Now()
+	form := envview.HistoryFilter{Pool: q.Get("pool"), Requester: strings.TrimSpace(q.Get("requester")), Environment: q.Get("environment"), Since: q.Get("since")}
+	f := models.AllocationFilter{Pool: form.Pool, Requester: form.Requester, Limit: historyPageSize + 1}
+	bad := apperr.Fields{}
+	if form.Environment != "" {
+		id, err := strconv.ParseInt(form.Environment, 10, 64)
+		if err != nil || id <= 0 {
+			bad.Add("environment", "must be an environment id")
+		}
+		f.EnvironmentID = id
+	}
+	var err error
+	if f.Since, err = sinceWindow(form.Since, now); err != nil {
+		bad.Add("since", err.Error())
+	}
+	cursor, err := parseHistoryCursor(q.Get("before"))
+	if err != nil {
+		return err
+	}
+	if err := bad.Err(); err != nil {
+		return err
+	}
+	allocs, err := models.ListAllocationHistory(ctx, s.DB.Bun, f, cursor)
+	if err != nil {
+		return err
+	}
+	envs, err := models.ListEnvironments(ctx, s.DB.Bun, models.EnvironmentFilter{WithDeregistered: true})
+	if err != nil {
+		return err
+	}
+	poolList, err := models.ListPools(ctx, s.DB.Bun)
+	if err != nil {
+		return err
+	}
+	requesters, err := models.RecentRequesters(ctx, s.DB.Bun, 200)
+	if err != nil {
+		return err
+	}
+
+	v := envview.HistoryView{Filter: form, Windows: windowOptions(form.Since), Requesters: requesters,
+		Filtered: form != (envview.HistoryFilter{}), Retention: longDuration(s.Config.Retention)}
+	poolNames := []string{}
+	for _, p := range poolList {
+		poolNames = append(poolNames, p.Name)
+	}
+	var envName string
+	for _, e := range envs {
+		if !slices.Contains(poolNames, e.Pool) {
+			poolNames = append(poolNames, e.Pool) // removed from gantry.yaml, still in the history
+		}
+		label := e.Name() + " (" + e.Pool + ")"
+		if e.Status == models.EnvDeregistered {
+			label += ", deregistered"
+		}
+		id := strconv.FormatInt(e.ID, 10)
+		v.Environments = append(v.Environments, envview.Option{Value: id, Label: label, Selected: id == form.Environment})
+		if id == form.Environment {
+			envName = e.Name()
+		}
+	}
+	slices.Sort(poolNames)
+	poolNames = slices.Compact(poolNames)
+	for _, p := range poolNames {
+		v.Pools = append(v.Pools, envview.Option{Value: p, Label: p, Selected: p == form.Pool})
+	}
+	if len(allocs) > historyPageSize {
+		allocs = allocs[:historyPageSize]
+		v.OlderURL = "/environments/allocations?" + withParam(q, "before", historyCursor(&allocs[len(allocs)-1]))
+	}
+	if cursor != nil {
+		v.NewerURL = "/environments/allocations?" + withParam(q, "before", "")
+	}
+	v.Rows = allocRows(allocs, now)
+	v.Summary = historySummary(form, envName, len(v.Rows), cursor != nil || v.OlderURL != "")
+	return s.render(c, http.StatusOK, envview.History(v))
+}
+
+// historySummary says in words which question the rows answer.
+func historySummary(f envview.HistoryFilter, envName string, n int, paged bool) string {
+	var what []string
+	if f.Environment != "" {
+		if envName == "" {
+			envName = "environment " + f.Environment
+		}
+		what = append(what, "of "+envName)
+	}
+	if f.Requester != "" {
+		what = append(what, "by requester "+f.Requester)
+	}
+	if f.Pool != "" {
+		what = append(what, "in pool "+f.Pool)
+	}
+	if f.Since != "" {
+		what = append(what, "started "+windowLabel(f.Since))
+	}
+	count := fmt.Sprintf("%d allocations", n)
+	if n == 1 {
+		count = "1 allocation"
+	}
+	if paged {
+		count += " on this page"
+	}
+	if len(what) == 0 {
+		return count + ", newest first."
+	}
+	return count + " " + strings.Join(what, ", ") + ", newest first."
+}
+
+func allocRows(allocs []models.Allocation, now time.Time) []envview.AllocRow {
+	rows := make([]envview.AllocRow, len(allocs))
+	for i := range allocs {
+		a := &allocs[i]
+		r := envview.AllocRow{
+			ID: a.ID.String(), Pool: a.Pool, Requester: a.Requester, RequesterURL: requesterURL(a.Requester), Client: a.Client,
+			Started: clock(a.StartedAt), StartedISO: a.StartedAt.UTC().Format(time.RFC3339), Active: a.Active(),
+			EnvironmentURL: environmentURL(a.EnvironmentID), Environment: "environment " + strconv.FormatInt(a.EnvironmentID, 10),
+		}
+		if a.Environment != nil {
+			r.Environment = a.Environment.Name()
+		}
+		end := now
+		if a.EndedAt != nil {
+			end = *a.EndedAt
+			r.Ended, r.EndedISO = clock(*a.EndedAt), a.EndedAt.UTC().Format(time.RFC3339)
+		}
+		r.Duration = shortDuration(end.Sub(a.StartedAt))
+		if a.EndedBy != nil {
+			r.EndedBy = *a.EndedBy
+		}
+		r.Outcome, r.OutcomeTone = truncate(a.Outcome, 40), outcomeTone(a.Outcome, r.EndedBy)
+		rows[i] = r
+	}
+	return rows
+}
+
+func outcomeTone(outcome, endedBy string) string {
+	o := strings.ToLower(outcome)
+	switch {
+	case strings.Contains(o, "fail"), strings.Contains(o, "error"):
+		return "bad"
+	case endedBy == models.EndedByTimeout, strings.Contains(o, "timeout"), strings.Contains(o, "cancel"):
+		return "warn"
+	case strings.Contains(o, "success"), strings.Contains(o, "pass"), o == "ok":
+		return "ok"
+	}
+	return "muted"
+}
+
+// retryCleanupForm is the operator's "clean this dirty environment again".
+func (s *Server) retryCleanupForm(c echo.Context) error {
+	env, err := s.environmentParam(c)
+	if err != nil {
+		return err
+	}
+	to := actionReturn(c, env)
+	err = s.Pools.RetryCleanup(c.Request().Context(), env.ID, principalOf(c).Actor())
+	if msg, ok := conflictMessage(err); ok {
+		return s.redirectWithFlash(c, to, false, msg)
+	}
+	if err != nil {
+		return err
+	}
+	return s.redirectWithFlash(c, to, true, fmt.Sprintf("Cleaning %s again; its page shows the output as it runs.", env.Name()))
+}
+
+// markCleanForm is the operator's "this dirty environment is fine as it is".
+func (s *Server) markCleanForm(c echo.Context) error {
+	ctx := c.Request().Context()
+	env, err := s.environmentParam(c)
+	if err != nil {
+		return err
+	}
+	to := actionReturn(c, env)
+	err = s.Pools.MarkClean(ctx, env.ID, principalOf(c).Actor())
+	if msg, ok := conflictMessage(err); ok {
+		return s.redirectWithFlash(c, to, false, msg)
+	}
+	if err != nil {
+		return err
+	}
+	after, err := models.EnvironmentByID(ctx, s.DB.Bun, env.ID)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("Marked %s clean: it can be leased again.", env.Name())
+	if after.Status == models.EnvDeregistered {
+		msg = fmt.Sprintf("Marked %s clean: it was removed from gantry.yaml, so it is now deregistered.", env.Name())
+	}
+	return s.redirectWithFlash(c, to, true, msg)
+}
+
+// conflictMessage is the message of an action that does not apply to the
+// environment's state (it is no longer dirty), to show as a flash.
+func conflictMessage(err error) (string, bool) {
+	var ae *apperr.Error
+	if errors.As(err, &ae) && ae.Code == apperr.Conflict {
+		return ae.Message, true
+	}
+	return "", false
+}
+
+// actionReturn is where an operator action goes back to: the index when it
+// was done from the dirty queue there, the environment's page otherwise.
+func actionReturn(c echo.Context, env *models.Environment) string {
+	if c.FormValue("next") == "/environments" {
+		return "/environments"
+	}
+	return environmentURL(env.ID)
+}
+
+func (s *Server) environmentParam(c echo.Context) (*models.Environment, error) {
+	id, err := idParam(c)
+	if err != nil {
+		return nil, err
+	}
+	env, err := models.EnvironmentByID(c.Request().Context(), s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, apperr.New(apperr.NotFound, "No environment with id %d.", id)
+	}
+	return env, err
+}
+
+func environmentURL(id int64) string { return "/environments/" + strconv.FormatInt(id, 10) }
+
+func requesterURL(requester string) string {
+	return "/environments/allocations?" + url.Values{"requester": {requester}}.Encode()
+}
+
+// clock is a time as the pages show it (the headings say UTC).
+func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") }
+
+// untilText is how far t is from now, in words.
+func untilText(t, now time.Time) string {
+	d := t.Sub(now)
+	if d < 0 {
+		return "overdue by " + shortDuration(-d)
+	}
+	return "in " + shortDuration(d)
+}
+
+// shortDuration writes d to the minute, or to the second when under one.
+func shortDuration(d time.Duration) string {
+	if d < time.Minute {
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	}
+	d = d.Round(time.Minute)
+	days, hours, mins := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour), int(d%time.Hour/time.Minute)
+	var parts []string
+	if days > 0 {
+		parts = append(parts, strconv.Itoa(days)+"d")
+	}
+	if hours > 0 {
+		parts = append(parts, strconv.Itoa(hours)+"h")
+	}
+	if mins > 0 && days == 0 {
+		parts = append(parts, strconv.Itoa(mins)+"m")
+	}
+	if len(parts) == 0 {
+		return "0m"
+	}
+	return strings.Join(parts, " ")
+}
+
+// longDuration writes a retention period in days, or months when long.
+func longDuration(d time.Duration) string {
+	days := int(math.Round(d.Hours() / 24))
+	switch {
+	case days >= 60:
+		return fmt.Sprintf("about %d months", int(math.Round(float64(days)/30.4)))
+	case days == 1:
+		return "1 day"
+	case days > 1:
+		return fmt.Sprintf("%d days", days)
+	}
+	return shortDuration(d)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
