@@ -97,39 +97,13 @@ type AllocationFilter struct {
 	EnvironmentID int64
 	Since         time.Time
 	ActiveOnly    bool
-	Before        time.Time // page backwards by start time
 	Limit         int
 }
 
-// ListAllocations answers the seed's two questions (who held environment E;
-// what did requester T hold), newest first.
+// ListAllocations is the first page of history matching f, newest first;
+// ListAllocationHistory pages further.
 func ListAllocations(ctx context.Context, db bun.IDB, f AllocationFilter) ([]Allocation, error) {
-	limit := f.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 100
-	}
-	var out []Allocation
-	q := db.NewSelect().Model(&out).Relation("Environment").OrderExpr("a.started_at DESC, a.id").Limit(int64(limit))
-	if f.Pool != "" {
-		q = q.Where("a.pool = ?", f.Pool)
-	}
-	if f.Requester != "" {
-		q = q.Where("a.requester = ?", f.Requester)
-	}
-	if f.EnvironmentID != 0 {
-		q = q.Where("a.environment_id = ?", f.EnvironmentID)
-	}
-	if !f.Since.IsZero() {
-		q = q.Where("a.started_at >= ?", f.Since)
-	}
-	if !f.Before.IsZero() {
-		q = q.Where("a.started_at < ?", f.Before)
-	}
-	if f.ActiveOnly {
-		q = q.Where("a.ended_at IS NULL")
-	}
-	err := q.Scan(ctx)
-	return out, err
+	return ListAllocationHistory(ctx, db, f, nil)
 }
 
 // ActiveAllocationOf is the allocation holding an environment, if any.

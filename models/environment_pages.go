@@ -18,8 +18,9 @@ type AllocationCursor struct {
 	ID        uuid.UUID
 }
 
-// ListAllocationHistory is one page of allocation history matching f (its
-// Before is ignored), newest first, continuing after cursor when it is set.
+// ListAllocationHistory is one page of allocation history matching f,
+// newest first, continuing after cursor when it is set. It answers the
+// seed's two questions: who held environment E, what did requester T hold.
 func ListAllocationHistory(ctx context.Context, db bun.IDB, f AllocationFilter, after *AllocationCursor) ([]Allocation, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > 500 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -296,9 +297,6 @@ func allocationFilter(c echo.Context) (models.AllocationFilter, error) {
 	if f.Since, err = parseTime(q.Get("since")); err != nil {
 		bad.Add("since", err.Error())
 	}
-	if f.Before, err = parseTime(q.Get("before")); err != nil {
-		bad.Add("before", err.Error())
-	}
 	if v := q.Get("limit"); v != "" {
 		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > 500 {
 			bad.Add("limit", "must be a number from 1 to 500")
@@ -312,15 +310,45 @@ func (s *Server) listAllocations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	allocs, err := models.ListAllocations(c.Request().Context(), s.DB.Bun, f)
+	cursor, err := parseAllocationCursor(c.QueryParam("cursor"))
 	if err != nil {
 		return err
 	}
-	out := []leaseJSON{}
-	for i := range allocs {
-		out = append(out, leaseOf(&allocs[i], allocs[i].Environment, nil))
+	if f.Limit == 0 {
+		f.Limit = 100
 	}
-	return c.JSON(http.StatusOK, map[string]any{"allocations": out})
+	allocs, err := models.ListAllocationHistory(c.Request().Context(), s.DB.Bun, f, cursor)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Allocations []leaseJSON `json:"allocations"`
+		Next        string      `json:"next,omitempty"` // URL of the next (older) page
+	}{Allocations: []leaseJSON{}}
+	for i := range allocs {
+		out.Allocations = append(out.Allocations, leaseOf(&allocs[i], allocs[i].Environment, nil))
+	}
+	if len(allocs) == f.Limit {
+		last := allocs[len(allocs)-1]
+		q := c.QueryParams()
+		q.Set("cursor", last.StartedAt.UTC().Format(time.RFC3339Nano)+"/"+last.ID.String())
+		out.Next = c.Request().URL.Path + "?" + q.Encode()
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// parseAllocationCursor reads the "started_at/id" cursor of the history API.
+func parseAllocationCursor(v string) (*models.AllocationCursor, error) {
+	if v == "" {
+		return nil, nil
+	}
+	at, id, ok := strings.Cut(v, "/")
+	t, err1 := time.Parse(time.RFC3339Nano, at)
+	u, err2 := uuid.Parse(id)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, apperr.Field("cursor", "is not a cursor this API produced (use the next URL)")
+	}
+	return &models.AllocationCursor{StartedAt: t, ID: u}, nil
 }
 
 func (s *Server) listPools(c echo.Context) error {

@@ -496,3 +496,35 @@ func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
 	require.Contains(t, names, "environment-cleanup-retried")
 	require.Contains(t, names, "environment-dirty-notified")
 }
+
+func TestAllocationHistoryPagesWithoutGaps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var envs strings.Builder
+	for i := 0; i < 5; i++ {
+		fmt.Fprintf(&envs, "  - {pool: seats, name: seat-%d}\n", i)
+	}
+	b.sync(t, "clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n  - name: seats\n    kind: slot\nenvironments:\n"+envs.String())
+	token := b.ciToken(t)
+	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"seats","requester":"t","requirements":[{},{},{},{},{}]}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+
+	seen := map[string]bool{}
+	next := "/api/v1/allocations?pool=seats&limit=2"
+	for pages := 0; next != ""; pages++ {
+		require.Less(t, pages, 5)
+		res, body := b.call(t, "GET", next, token, "")
+		require.Equal(t, http.StatusOK, res.StatusCode, body)
+		for _, a := range body["allocations"].([]any) {
+			id := a.(map[string]any)["id"].(string)
+			require.False(t, seen[id], "allocation %s listed twice", id)
+			seen[id] = true
+		}
+		next, _ = body["next"].(string)
+	}
+	require.Len(t, seen, 5, "the five allocations of one request share a start time; none is skipped")
+
+	res, body = b.call(t, "GET", "/api/v1/allocations?cursor=nonsense", token, "")
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Contains(t, errorFields(body), "cursor")
+}
