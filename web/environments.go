@@ -50,6 +50,10 @@ func (s *Server) resolveLeaseClient(c echo.Context) (*models.Client, error) {
 			return nil, apperr.New(apperr.Unauthorized, "AWS IAM authentication is not configured on this Gantry.")
 		}
 		account, err := s.AWSIdentity.VerifyAccount(ctx, h)
+		var ae *apperr.Error
+		if errors.As(err, &ae) {
+			return nil, err // 401 for a refused signature, 503 when STS is down
+		}
 		if err != nil {
 			return nil, apperr.New(apperr.Unauthorized, "AWS identity refused: %v", err)
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/awsenv"
+	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/jobs"
@@ -527,4 +529,65 @@ func TestAllocationHistoryPagesWithoutGaps(t *testing.T) {
 	res, body = b.call(t, "GET", "/api/v1/allocations?cursor=nonsense", token, "")
 	require.Equal(t, http.StatusBadRequest, res.StatusCode)
 	require.Contains(t, errorFields(body), "cursor")
+}
+
+func TestAWSLeasesAndIAMAuthentication(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const role = "arn:aws:iam::123456789012:role/GantryAdmin"
+	b.aws.AddRole(role, 12*time.Hour)
+	b.sync(t, `clients:
+  - name: ci
+    users: [ci@example.com]
+  - name: build-account
+    aws_accounts: ["111122223333"]
+pools:
+  - name: accounts
+environments:
+  - pool: accounts
+    account: "123456789012"
+    region: eu-west-1
+    admin_role: `+role+"\n")
+	ctx := context.Background()
+
+	// A CI job in account 111122223333 signs sts:GetCallerIdentity with its
+	// own credentials; Gantry asks STS who that is.
+	ciCreds := b.aws.AddUser("111122223333", "ci-runner")
+	identity, err := awsenv.SignCallerIdentity(ctx, b.aws.Config(ciCreds), b.aws.URL)
+	require.NoError(t, err)
+	call := func(method, path, body, identity string) (*http.Response, map[string]any) {
+		req, _ := http.NewRequest(method, b.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(awsenv.IdentityHeader, identity)
+		return b.do(t, req)
+	}
+
+	res, body := call("POST", "/allocations", `{"pool":"accounts","requester":"iam-job"}`, identity)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	alloc := body["allocations"].([]any)[0].(map[string]any)
+	require.Equal(t, "123456789012", alloc["account"])
+	require.Equal(t, "build-account", alloc["client"])
+	creds := alloc["credentials"].(map[string]any)
+	keyID := creds["access_key_id"].(string)
+	require.NotEmpty(t, creds["secret_access_key"])
+	require.NotEmpty(t, creds["session_token"])
+	require.NoError(t, b.aws.CheckSession(keyID, time.Now()), "the session credentials work")
+
+	res, _ = call("DELETE", "/allocations/"+alloc["id"].(string), `{"outcome":"success"}`, identity)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.ErrorIs(t, b.aws.CheckSession(keyID, time.Now()), awstest.ErrRevoked, "release revoked the session with the deny policy")
+	policy, ok := b.aws.RolePolicy(role, awsenv.RevokePolicyName)
+	require.True(t, ok)
+	require.Contains(t, policy, "aws:TokenIssueTime")
+
+	t.Run("an account not on the allow list is 403", func(t *testing.T) {
+		other, err := awsenv.SignCallerIdentity(ctx, b.aws.Config(b.aws.AddUser("444455556666", "stranger")), b.aws.URL)
+		require.NoError(t, err)
+		res, _ := call("POST", "/allocations", `{"pool":"accounts","requester":"x"}`, other)
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+	})
+	t.Run("a tampered identity is 401", func(t *testing.T) {
+		res, body := call("POST", "/allocations", `{"pool":"accounts","requester":"x"}`, identity[:len(identity)-8]+"AAAAAAAA")
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode, body)
+	})
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/awsenv"
+	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/internal/testdb"
@@ -39,6 +41,7 @@ type bundle struct {
 	logger  *slog.Logger
 	webhook chan map[string]any // dirty-environment notifications received
 	hookURL string
+	aws     *awstest.Server
 }
 
 // setup serves Gantry on a fresh database, with extra environment variables.
@@ -70,19 +73,25 @@ func setup(t testing.TB, env ...string) *bundle {
 		webhook <- body
 	}))
 	t.Cleanup(hook.Close)
+	// A fake AWS speaking STS and IAM, for the real SDK inside awsenv.
+	fakeAWS := awstest.New(t)
+	gantryAWS := fakeAWS.AddUser("999999999999", "gantry")
+	awsProvider, err := awsenv.New(context.Background(), awsenv.Options{STSEndpoint: fakeAWS.URL, IAMEndpoint: fakeAWS.URL,
+		Region: awstest.Region, Credentials: awstest.Provider(gantryAWS)})
+	require.NoError(t, err)
 	svc := &pools.Service{Queue: queue, Logger: logger, Retention: 24 * time.Hour,
-		Kinds:  map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}},
+		Kinds:  map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}, "aws": pools.AWSKind{Provider: awsProvider}},
 		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client()}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	svc.Metrics = pools.NewMetrics(reg, db)
-	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg, Pools: svc})
+	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg, Pools: svc, AWSIdentity: awsProvider})
 	uiCtx, stopUI := context.WithCancel(context.Background())
 	t.Cleanup(stopUI)
 	require.NoError(t, s.StartRiverUI(uiCtx))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL}
+	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL, aws: fakeAWS}
 }
 
 func (b *bundle) user(t testing.TB, email string, role models.Role) *models.User {

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/mail"
@@ -36,6 +37,7 @@ type app struct {
 	queue    *jobs.Queue
 	pools    *pools.Service
 	postgres *pools.PostgresKind
+	aws      *awsenv.Provider
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -72,10 +74,19 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 			return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
 		}
 	}
-	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}}
+	aws, err := awsenv.New(ctx, awsenv.Options{STSEndpoint: cfg.STSEndpoint, IAMEndpoint: cfg.IAMEndpoint, Region: cfg.AWSRegion})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}, aws: aws}
 	a.pools = &pools.Service{
 		Queue: queue, Logger: logger, Retention: cfg.Retention, Notify: notifier,
-		Kinds: map[string]pools.Kind{gantryfile.KindPostgres: a.postgres, gantryfile.KindSlot: pools.SlotKind{}},
+		Kinds: map[string]pools.Kind{
+			gantryfile.KindPostgres: a.postgres,
+			gantryfile.KindSlot:     pools.SlotKind{},
+			gantryfile.KindAWS:      pools.AWSKind{Provider: aws},
+		},
 	}
 	return a, nil
 }
@@ -156,7 +167,7 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 		if err != nil {
 			return fmt.Errorf("GANTRY_ADDR=%s: %w", a.cfg.Addr, err)
 		}
-		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools})
+		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools, AWSIdentity: a.aws})
 		if opts.ready != nil {
 			opts.ready(ln.Addr().String())
 		}

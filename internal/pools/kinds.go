@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/pgenv"
 	"github.com/gantryhq/gantry/internal/runner"
 	"github.com/gantryhq/gantry/models"
@@ -203,3 +204,53 @@ func (SlotKind) Clean(ctx context.Context, pool *models.Pool, env *models.Enviro
 func (SlotKind) Register(context.Context, *models.Pool, *models.Environment) error { return nil }
 
 func (SlotKind) NeedsCleanup(pool *models.Pool) bool { return len(pool.CleanupCommand) > 0 }
+
+// AWSKind leases AWS accounts: credentials are sessions of the
+// environment's admin role, revocation is AWS's revoke-older-sessions policy
+// on that role, and cleanup runs the pool's command with admin credentials.
+type AWSKind struct {
+	Provider *awsenv.Provider
+}
+
+func awsEnv(env *models.Environment) awsenv.Env {
+	return awsenv.Env{Account: env.Account, Region: env.Region, AdminRole: env.AdminRole}
+}
+
+func (k AWSKind) Grant(ctx context.Context, _ *models.Pool, env *models.Environment, sessionName string, until time.Time) (Credentials, string, error) {
+	c, err := k.Provider.Grant(ctx, awsEnv(env), sessionName, time.Until(until))
+	if err != nil {
+		return Credentials{}, "", err
+	}
+	exp := c.Expiration
+	return Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken, Expiration: &exp},
+		awsenv.SessionName(awsenv.GrantSessionPrefix, sessionName), nil
+}
+
+// Extend issues new credentials: an AWS session's length is fixed when it
+// is assumed. The old ones stay valid until they expire or are revoked.
+func (k AWSKind) Extend(ctx context.Context, pool *models.Pool, env *models.Environment, _, sessionName string, until time.Time) (*Credentials, string, error) {
+	c, ref, err := k.Grant(ctx, pool, env, sessionName, until)
+	if err != nil {
+		return nil, "", err
+	}
+	return &c, ref, nil
+}
+
+func (k AWSKind) Revoke(ctx context.Context, _ *models.Pool, env *models.Environment, _ string, before time.Time) error {
+	return k.Provider.RevokeSessions(ctx, awsEnv(env), before)
+}
+
+func (k AWSKind) Clean(ctx context.Context, pool *models.Pool, env *models.Environment, out func(string)) error {
+	if len(pool.CleanupCommand) == 0 {
+		return nil
+	}
+	admin, err := k.Provider.AdminCredentials(ctx, awsEnv(env), max(pool.CleanupTimeout(), awsenv.MinSession))
+	if err != nil {
+		return fmt.Errorf("assuming the admin role for cleanup: %w", err)
+	}
+	return runCleanup(ctx, pool, append(admin.Env(), "GANTRY_ENVIRONMENT="+env.Name(), "AWS_ACCOUNT_ID="+env.Account), out)
+}
+
+func (AWSKind) Register(context.Context, *models.Pool, *models.Environment) error { return nil }
+
+func (AWSKind) NeedsCleanup(pool *models.Pool) bool { return len(pool.CleanupCommand) > 0 }
