@@ -39,13 +39,13 @@ const benchDuration = 10 * time.Second
 
 func benchAllocateRelease(b *testing.B, clients int) {
 	bundle := setup(b, "GANTRY_API_RATE=1000000", "GANTRY_DB_MAX_CONNS="+strconv.Itoa(clients+16))
-	bundle.startWorkers(b)
 	var envs strings.Builder
 	size := 4 * clients
 	for i := 0; i < size; i++ {
 		fmt.Fprintf(&envs, "  - {pool: bench, name: slot-%d}\n", i)
 	}
 	bundle.sync(b, "clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n  - name: bench\n    kind: slot\nenvironments:\n"+envs.String())
+	bundle.startWorkers(b) // after the pools, so the workers stop before the pools are dropped
 	token := bundle.ciToken(b)
 
 	pgbenchTPS := pgbench(b, bundle, clients)

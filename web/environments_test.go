@@ -80,6 +80,10 @@ func (b *bundle) sync(t testing.TB, yaml string) {
 func (b *bundle) dropPools(dbs map[string][]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A cleanup job running after the drop would create the database again.
+	if b.stopWorkers != nil {
+		b.stopWorkers()
+	}
 	active, _ := models.ListAllocations(ctx, b.db.Bun, models.AllocationFilter{ActiveOnly: true, Limit: 500})
 	for _, a := range active {
 		_, _, _ = b.pools.Release(ctx, a.ID, "", models.EndedByOperator, "", "test-cleanup")
@@ -118,11 +122,12 @@ func (b *bundle) startWorkers(t testing.TB) {
 	})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
+	b.stopWorkers = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = client.StopAndCancel(ctx)
-	})
+	}
+	t.Cleanup(b.stopWorkers)
 }
 
 type allocateResponse struct {
@@ -291,8 +296,8 @@ func (b *bundle) waitStatus(t testing.TB, key, status string) *models.Environmen
 func TestPostgresLeaseLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.startWorkers(t)
 	b.applyPools(t, poolSpec{Name: "pg", Size: 1})
+	b.startWorkers(t)
 	token := b.ciToken(t)
 	ctx := context.Background()
 
@@ -372,8 +377,8 @@ func (b *bundle) metrics(t testing.TB, token string) string {
 func TestAllocationTimeoutAndExtension(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.startWorkers(t)
 	b.applyPools(t, poolSpec{Name: "short", Size: 2, Session: "2s", MaxSession: "1h"})
+	b.startWorkers(t)
 	token := b.ciToken(t)
 
 	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"short","requester":"forgetful"}`)
@@ -402,8 +407,8 @@ func TestAllocationTimeoutAndExtension(t *testing.T) {
 func TestDeregistrationOfAnAllocatedEnvironment(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.startWorkers(t)
 	dbs := b.applyPools(t, poolSpec{Name: "shrinking", Size: 2})
+	b.startWorkers(t)
 	token := b.ciToken(t)
 
 	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"shrinking","requester":"t"}`)
@@ -440,11 +445,11 @@ func TestDeregistrationOfAnAllocatedEnvironment(t *testing.T) {
 func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.startWorkers(t)
 	b.applyPools(t,
 		poolSpec{Name: "failing", Size: 1, Cleanup: "[sh, -c, 'echo removing leftovers; exit 3']"},
 		poolSpec{Name: "hanging", Size: 1, Cleanup: "[sleep, '30']", CleanupTimeout: "2s"},
 	)
+	b.startWorkers(t)
 	token := b.ciToken(t)
 	ctx := context.Background()
 	envOf := map[string]string{}

@@ -42,6 +42,8 @@ type bundle struct {
 	webhook chan map[string]any // dirty-environment notifications received
 	hookURL string
 	aws     *awstest.Server
+	// stopWorkers stops the workers startWorkers started (idempotent).
+	stopWorkers func()
 }
 
 // setup serves Gantry on a fresh database, with extra environment variables.

@@ -264,11 +264,15 @@ func (c *Config) EnsureDevSecret() error {
 // SecureCookies reports whether cookies must carry the Secure attribute.
 func (c *Config) SecureCookies() bool { return c.BaseURL.Scheme == "https" }
 
-// allowedExtra lists GANTRY_* variables read by other parts (tests, tooling)
-// rather than by the server itself.
+// allowedExtra lists GANTRY_* variables read by other parts (tests, tooling,
+// gantry env on CI machines and the variables it gives commands) rather than
+// by the server itself.
 func allowedExtra(name string) bool {
 	return strings.HasPrefix(name, "GANTRY_TEST_") || strings.HasPrefix(name, "GANTRY_E2E_") ||
-		name == "GANTRY_CHROMIUM"
+		name == "GANTRY_CHROMIUM" ||
+		name == "GANTRY_SERVER" || name == "GANTRY_TOKEN" ||
+		name == "GANTRY_ALLOCATION_ID" || name == "GANTRY_ALLOCATION_IDS" || name == "GANTRY_ENVIRONMENT" ||
+		strings.HasPrefix(name, "GANTRY_ENV_")
 }
 
 func positiveInt(get func(string) string, fail func(string, string), name string, min int) int {
