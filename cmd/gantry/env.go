@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"io/fs"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantryhq/gantry/client"
+	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/config"
 )
 
@@ -62,6 +64,8 @@ GANTRY_ENV_COUNT and GANTRY_ALLOCATION_IDS (the ids, space-separated).`,
 	}
 	cmd.PersistentFlags().StringVar(&conn.server, "server", "", "Gantry's URL (env GANTRY_SERVER, default GANTRY_BASE_URL)")
 	cmd.PersistentFlags().StringVar(&conn.token, "token", "", "API token (env GANTRY_TOKEN; prefer the variable, flags show in ps)")
+	cmd.PersistentFlags().BoolVar(&conn.awsIdentity, "aws-identity", false, "authenticate with this machine's AWS credentials (an IAM-signed sts:GetCallerIdentity) instead of a token")
+	cmd.PersistentFlags().StringVar(&conn.stsEndpoint, "sts-endpoint", "", "with --aws-identity: the STS endpoint Gantry forwards to (default: the region's)")
 	cmd.AddCommand(c.envAcquire(conn), c.envRelease(conn), c.envExtend(conn), c.envExec(conn), c.envPools(conn))
 	return cmd
 }
@@ -72,12 +76,25 @@ GANTRY_ENV_COUNT and GANTRY_ALLOCATION_IDS (the ids, space-separated).`,
 type envConn struct {
 	cli           *cli
 	server, token string
+	awsIdentity   bool
+	stsEndpoint   string
 }
 
 func (e *envConn) client() (*client.Client, error) {
 	server := firstNonEmpty(e.server, e.cli.getenv("GANTRY_SERVER"), e.cli.getenv("GANTRY_BASE_URL"), defaultOf("GANTRY_BASE_URL"))
 	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("GANTRY_SERVER=%q: must be an absolute http:// or https:// URL", server)
+	}
+	if e.awsIdentity {
+		// Signed anew for every request: a signature is good for 15 minutes.
+		sign := func(ctx context.Context) (string, error) {
+			cfg, err := awsconfig.LoadDefaultConfig(ctx)
+			if err != nil {
+				return "", fmt.Errorf("loading AWS credentials: %w", err)
+			}
+			return awsenv.SignCallerIdentity(ctx, cfg, e.stsEndpoint)
+		}
+		return client.New(server, client.WithAWSIdentity(sign), client.WithUserAgent("gantry-cli"), client.WithRetryHook(e.cli.logRetry)), nil
 	}
 	token := firstNonEmpty(e.token, e.cli.getenv("GANTRY_TOKEN"))
 	if token == "" {
