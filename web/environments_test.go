@@ -20,6 +20,7 @@ import (
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
@@ -47,7 +48,7 @@ func (b *bundle) applyPools(t testing.TB, specs ...poolSpec) map[string][]string
 	var envs strings.Builder
 	suffix := strings.ToLower(rand.Text()[:8])
 	for _, p := range specs {
-		fmt.Fprintf(&yaml, "  - name: %s\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n    notify: {webhook: %q}\n", p.Name, b.hookURL)
+		fmt.Fprintf(&yaml, "  - name: %s\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n    notify: {webhook: %q, emails: [ops@example.com]}\n", p.Name, b.hookURL)
 		for key, v := range map[string]string{"session": p.Session, "max_session": p.MaxSession, "cleanup_timeout": p.CleanupTimeout, "cleanup": p.Cleanup} {
 			if v != "" {
 				fmt.Fprintf(&yaml, "    %s: %s\n", key, v)
@@ -478,6 +479,10 @@ func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
 		}
 	}
 	require.Contains(t, notified["failing"], "cleanup failed")
+	email := b.mail.Wait(t, 30*time.Second, func(m mailtest.Message) bool { return strings.Contains(m.Subject, "pool failing") })
+	require.Equal(t, []string{"ops@example.com"}, email.To)
+	require.Contains(t, email.Subject, "is dirty")
+	require.Contains(t, email.Body, fmt.Sprintf("http://gantry.test/environments/%d", failing.ID), "the email links to the environment")
 	require.Contains(t, notified["hanging"], "did not finish", "the cleanup timeout, or the command's own limit, ended it")
 
 	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"failing","requester":"t"}`)
@@ -595,4 +600,48 @@ environments:
 		res, body := call("POST", "/allocations", `{"pool":"accounts","requester":"x"}`, identity[:len(identity)-8]+"AAAAAAAA")
 		require.Equal(t, http.StatusUnauthorized, res.StatusCode, body)
 	})
+}
+
+func TestClientRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sync(t, "clients:\n  - name: ci\n    users: [ci@example.com]\n    rate: 1\npools:\n  - name: seats\n    kind: slot\nenvironments:\n  - {pool: seats, name: only}\n")
+	token := b.ciToken(t)
+	limited := 0
+	for i := 0; i < 6; i++ {
+		res, body := b.call(t, "POST", "/allocations", token, `{"pool":"seats","requester":"r"}`)
+		if res.StatusCode == http.StatusTooManyRequests {
+			limited++
+			require.Equal(t, "rate_limited", errorCode(body))
+			require.NotEmpty(t, res.Header.Get("Retry-After"))
+		}
+	}
+	require.Positive(t, limited, "a client with rate 1 (burst 2) is limited within six quick calls")
+}
+
+func TestHistoryIsPrunedAfterTheRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sync(t, "clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n  - name: seats\n    kind: slot\nenvironments:\n  - {pool: seats, name: a}\n  - {pool: seats, name: b}\n")
+	token := b.ciToken(t)
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 2; i++ {
+		res, body := b.call(t, "POST", "/allocations", token, `{"pool":"seats","requester":"r"}`)
+		require.Equal(t, http.StatusOK, res.StatusCode, body)
+		ids = append(ids, decodeAllocation(t, body).Allocations[0].ID)
+	}
+	res, _ := b.call(t, "DELETE", "/allocations/"+ids[0], token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	// Both started long ago; only the ended one may go.
+	_, err := b.db.Pool.Exec(ctx, "UPDATE allocations SET started_at = now() - interval '200 days'")
+	require.NoError(t, err)
+
+	pruned, err := b.pools.PruneHistory(ctx) // retention is 24h in these tests
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pruned)
+	res, _ = b.call(t, "GET", "/allocations/"+ids[0], token, "")
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	res, _ = b.call(t, "GET", "/allocations/"+ids[1], token, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, "an active allocation is never pruned")
 }

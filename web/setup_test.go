@@ -22,6 +22,8 @@ import (
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/mail"
+	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/jobs"
@@ -42,6 +44,7 @@ type bundle struct {
 	webhook chan map[string]any // dirty-environment notifications received
 	hookURL string
 	aws     *awstest.Server
+	mail    *mailtest.Server // receives the notification emails
 	// stopWorkers stops the workers startWorkers started (idempotent).
 	stopWorkers func()
 }
@@ -81,9 +84,15 @@ func setup(t testing.TB, env ...string) *bundle {
 	awsProvider, err := awsenv.New(context.Background(), awsenv.Options{STSEndpoint: fakeAWS.URL, IAMEndpoint: fakeAWS.URL,
 		Region: awstest.Region, Credentials: awstest.Provider(gantryAWS)})
 	require.NoError(t, err)
+	mailServer := mailtest.New(t)
+	sender, err := mail.ParseURL(mailServer.URL(), "gantry@example.com")
+	require.NoError(t, err)
 	svc := &pools.Service{Queue: queue, Logger: logger, Retention: 24 * time.Hour,
 		Kinds:  map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}, "aws": pools.AWSKind{Provider: awsProvider}},
-		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client()}}
+		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client(),
+			SendMail: func(ctx context.Context, to []string, subject, body string) error {
+				return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
+			}}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	svc.Metrics = pools.NewMetrics(reg, db)
@@ -93,7 +102,7 @@ func setup(t testing.TB, env ...string) *bundle {
 	require.NoError(t, s.StartRiverUI(uiCtx))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL, aws: fakeAWS}
+	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL, aws: fakeAWS, mail: mailServer}
 }
 
 func (b *bundle) user(t testing.TB, email string, role models.Role) *models.User {
