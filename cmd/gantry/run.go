@@ -46,7 +46,7 @@ flags override them.`,
 	root.PersistentFlags().StringVar(c.flag("DATABASE_URL"), "database-url", "", "PostgreSQL URL (env DATABASE_URL)")
 	root.PersistentFlags().StringVar(c.flag("GANTRY_CONFIG"), "config", "", "path of gantry.yaml (env GANTRY_CONFIG)")
 	root.PersistentFlags().StringVar(c.flag("GANTRY_LOG_LEVEL"), "log-level", "", "debug, info, warn or error (env GANTRY_LOG_LEVEL)")
-	root.AddCommand(c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand(), c.configCommand(), c.envCommand())
+	root.AddCommand(c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand(), c.configCommand(), c.infraCommand(), c.envCommand())
 	return root.ExecuteContext(ctx)
 }
 
