@@ -171,4 +171,4 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 func jsonDecode(res *http.Response, v any) error { return json.NewDecoder(res.Body).Decode(v) }
 
-var benchClients = []int{16, 64}
+var benchClients = []int{16, 64} // the concurrency levels

@@ -9,17 +9,20 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// logHub fans one PostgreSQL LISTEN connection out to every open live page,
-// so a hundred open log pages cost one connection, not a hundred.
+// logHub lets every open live page in this process wait on one poll of the
+// log's newest id, so a hundred open log pages cost one small query a
+// second, not a hundred. (A NOTIFY per entry would cost more: PostgreSQL
+// serialises the commits of notifying transactions.)
 type logHub struct {
-	db     *models.DB
-	logger *slog.Logger
-	mu     sync.Mutex
-	subs   map[chan struct{}]struct{}
+	db       *models.DB
+	logger   *slog.Logger
+	interval time.Duration
+	mu       sync.Mutex
+	subs     map[chan struct{}]struct{}
 }
 
 func newLogHub(db *models.DB, logger *slog.Logger) *logHub {
-	return &logHub{db: db, logger: logger, subs: map[chan struct{}]struct{}{}}
+	return &logHub{db: db, logger: logger, interval: time.Second, subs: map[chan struct{}]struct{}{}}
 }
 
 // subscribe returns a channel that receives a signal after new entries; the
@@ -47,18 +50,36 @@ func (h *logHub) wake() {
 	}
 }
 
-// run listens until ctx ends, reconnecting after failures; streams poll
-// meanwhile, so a lost connection only slows them down.
+func (h *logHub) listening() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs) > 0
+}
+
+// run polls the newest log id while anyone is watching, until ctx ends.
 func (h *logHub) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := models.ListenLog(ctx, h.db.Pool, h.wake)
-		if ctx.Err() != nil {
-			return
-		}
-		h.logger.Warn("log listener stopped; reconnecting", "error", err)
+	tick := time.NewTicker(h.interval)
+	defer tick.Stop()
+	var last int64
+	for {
 		select {
 		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
+			return
+		case <-tick.C:
+		}
+		if !h.listening() {
+			continue
+		}
+		id, err := models.LastLogID(ctx, h.db.Bun)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.logger.Warn("polling the deployment log", "error", err)
+			}
+			continue
+		}
+		if id != last {
+			last = id
+			h.wake()
 		}
 	}
 }

@@ -84,7 +84,10 @@ func (s *Server) middleware() {
 		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
 		ReferrerPolicy:        "same-origin",
 	}))
-	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{Skipper: isStream, MinLength: 1024}))
+	// Pages are compressed; API answers are small and setting up a gzip
+	// writer for each costs more CPU than it saves bytes.
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024,
+		Skipper: func(c echo.Context) bool { return isStream(c) || wantsJSON(c) }}))
 	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{
 		Skipper: isStream,
 		Timeout: s.Config.RequestTimeout,

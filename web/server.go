@@ -75,8 +75,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hubCtx, stopHub := context.WithCancel(ctx)
 	defer stopHub()
-	go s.hub.run(hubCtx)
-	if err := s.StartRiverUI(hubCtx); err != nil {
+	if err := s.Start(hubCtx); err != nil {
 		return err
 	}
 
@@ -105,9 +104,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// StartRiverUI starts River UI's background services; until it is called
-// /admin/river answers 404.
-func (s *Server) StartRiverUI(ctx context.Context) error {
+// Start starts the server's background work until ctx ends: the live log
+// poller and River UI's services (until then /admin/river answers 404).
+// Serve calls it; tests that use Handler call it themselves.
+func (s *Server) Start(ctx context.Context) error {
+	go s.hub.run(ctx)
 	h, err := s.newRiverUI(ctx)
 	if err != nil {
 		return err

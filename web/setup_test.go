@@ -99,7 +99,7 @@ func setup(t testing.TB, env ...string) *bundle {
 	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg, Pools: svc, AWSIdentity: awsProvider})
 	uiCtx, stopUI := context.WithCancel(context.Background())
 	t.Cleanup(stopUI)
-	require.NoError(t, s.StartRiverUI(uiCtx))
+	require.NoError(t, s.Start(uiCtx))
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL, aws: fakeAWS, mail: mailServer}
