@@ -88,7 +88,7 @@ func setup(t testing.TB, env ...string) *bundle {
 	sender, err := mail.ParseURL(mailServer.URL(), "gantry@example.com")
 	require.NoError(t, err)
 	svc := &pools.Service{Queue: queue, Logger: logger, Retention: 24 * time.Hour,
-		Kinds:  map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}, "aws": pools.AWSKind{Provider: awsProvider}},
+		Kinds: map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}, "aws": pools.AWSKind{Provider: awsProvider}},
 		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client(),
 			SendMail: func(ctx context.Context, to []string, subject, body string) error {
 				return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
