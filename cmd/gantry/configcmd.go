@@ -32,7 +32,7 @@ it: at once when nothing holds it, after its allocation ends otherwise.`,
 			if err != nil {
 				return err
 			}
-			c.printf("%s is valid: %d clients, %d pools, %d environments\n", cfg.ConfigFile, len(f.Clients), len(f.Pools), len(f.Environments))
+			c.printf("%s is valid: %d clients, %d pools, %d environments, %d repositories\n", cfg.ConfigFile, len(f.Clients), len(f.Pools), len(f.Environments), len(f.Repositories))
 			return nil
 		},
 	}

@@ -26,6 +26,7 @@ type File struct {
 	Clients      []Client      `yaml:"clients"`
 	Pools        []Pool        `yaml:"pools"`
 	Environments []Environment `yaml:"environments"`
+	Repositories []Repository  `yaml:"repositories"`
 }
 
 // Client is an identity on the allow list (seed 001's account allow list):
@@ -251,6 +252,7 @@ func (v *validator) check(f *File) {
 	if f.Version != 0 && f.Version != 1 {
 		v.add("version", "must be 1")
 	}
+	v.checkRepositories(f.Repositories)
 	clients := map[string]bool{}
 	for i, c := range f.Clients {
 		key := fmt.Sprintf("clients[%d]", i)

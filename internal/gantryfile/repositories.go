@@ -1,0 +1,256 @@
+package gantryfile
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/approval"
+)
+
+// Repository is a Terragrunt/Terraform repository Gantry plans and applies
+// (seed 000). Checked by `gantry config check`; the infrastructure flow that
+// uses it is being built (docs/areas/infra.md).
+type Repository struct {
+	Name             string        `yaml:"name"`
+	URL              string        `yaml:"url"`   // any git URL, a local path included
+	Trunk            string        `yaml:"trunk"` // default main
+	WebhookSecretEnv string        `yaml:"webhook_secret_env"`
+	StatusTokenEnv   string        `yaml:"status_token_env"` // GitHub token for commit statuses
+	Scan             string        `yaml:"scan"`             // graph (default) or plan
+	Runner           string        `yaml:"runner"`           // terragrunt (default), terraform or custom
+	Commands         Commands      `yaml:"commands"`         // runner: custom, or overrides
+	CommitStatuses   *CommitStatus `yaml:"commit_statuses"`
+	Accounts         []Account     `yaml:"accounts"`
+}
+
+// Commands are argument vectors with placeholders {dir} (the unit's
+// directory in the checkout) and {plan_file}.
+type Commands struct {
+	Plan    []string `yaml:"plan"`
+	Apply   []string `yaml:"apply"`
+	Destroy []string `yaml:"destroy"`
+}
+
+// CommitStatus switches commit statuses on and off per kind (the seed's
+// commit_status_config). Both default to on.
+type CommitStatus struct {
+	Plan      *bool `yaml:"plan"`
+	MergeLock *bool `yaml:"merge_lock"`
+}
+
+// Account is a slice of the repository (a path prefix) with its roles and
+// the people who vote on its plans.
+type Account struct {
+	Name          string   `yaml:"name"`
+	Path          string   `yaml:"path"` // prefix of the units' directories
+	DependsOn     []string `yaml:"depends_on"`
+	PlanRole      string   `yaml:"plan_role"`
+	ApplyRole     string   `yaml:"apply_role"`
+	Voters        []string `yaml:"voters"`
+	MinApprovals  int      `yaml:"min_approvals"`
+	MinRejections int      `yaml:"min_rejections"`
+}
+
+// Runner presets. The terragrunt ones use the Terragrunt 1.x CLI (`run`,
+// `--working-dir`), not the flags the seed's scripts used, which are gone.
+var runnerPresets = map[string]Commands{
+	"terragrunt": {
+		Plan:    []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-out={plan_file}"},
+		Apply:   []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "apply", "-input=false", "{plan_file}"},
+		Destroy: []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "destroy", "-input=false", "-auto-approve"},
+	},
+	"terraform": {
+		Plan:    []string{"terraform", "-chdir={dir}", "plan", "-input=false", "-out={plan_file}"},
+		Apply:   []string{"terraform", "-chdir={dir}", "apply", "-input=false", "{plan_file}"},
+		Destroy: []string{"terraform", "-chdir={dir}", "destroy", "-input=false", "-auto-approve"},
+	},
+}
+
+var placeholder = regexp.MustCompile(`\{[a-z_]*\}`)
+
+// StatusEnabled reports whether commit statuses of kind ("plan",
+// "merge_lock") are posted.
+func (r Repository) StatusEnabled(kind string) bool {
+	if r.CommitStatuses == nil {
+		return true
+	}
+	switch kind {
+	case "plan":
+		return r.CommitStatuses.Plan == nil || *r.CommitStatuses.Plan
+	case "merge_lock":
+		return r.CommitStatuses.MergeLock == nil || *r.CommitStatuses.MergeLock
+	}
+	return true
+}
+
+// AccountFor is the account whose path prefix is the longest one containing
+// dir, or nil.
+func (r Repository) AccountFor(dir string) *Account {
+	var best *Account
+	for i := range r.Accounts {
+		a := &r.Accounts[i]
+		if strings.HasPrefix(dir+"/", strings.TrimSuffix(a.Path, "/")+"/") && (best == nil || len(a.Path) > len(best.Path)) {
+			best = a
+		}
+	}
+	return best
+}
+
+func (v *validator) checkRepositories(repos []Repository) {
+	names := map[string]bool{}
+	for i := range repos {
+		r := &repos[i]
+		key := fmt.Sprintf("repositories[%d]", i)
+		switch {
+		case !namePattern.MatchString(r.Name):
+			v.add(key+".name", "must be lower-case letters, digits, - or _ (got %q)", r.Name)
+		case names[r.Name]:
+			v.add(key+".name", "repository %q is defined twice", r.Name)
+		}
+		names[r.Name] = true
+		if strings.TrimSpace(r.URL) == "" || strings.HasPrefix(r.URL, "-") || strings.Contains(r.URL, "::") {
+			v.add(key+".url", "must be a git URL or a local path")
+		}
+		if r.Trunk == "" {
+			r.Trunk = "main"
+		}
+		if r.Scan == "" {
+			r.Scan = "graph"
+		}
+		if r.Scan != "graph" && r.Scan != "plan" {
+			v.add(key+".scan", "must be graph or plan (got %q)", r.Scan)
+		}
+		for field, env := range map[string]string{"webhook_secret_env": r.WebhookSecretEnv, "status_token_env": r.StatusTokenEnv} {
+			if env != "" && v.env != nil {
+				if _, ok := v.env(env); !ok {
+					v.add(key+"."+field, "variable %s is not set", env)
+				}
+			}
+		}
+		if r.WebhookSecretEnv == "" {
+			v.add(key+".webhook_secret_env", "is required: the variable holding the GitHub webhook secret")
+		}
+		v.checkCommands(key, r)
+		v.checkAccounts(key, r.Accounts)
+	}
+}
+
+func (v *validator) checkCommands(key string, r *Repository) {
+	if r.Runner == "" {
+		r.Runner = "terragrunt"
+	}
+	preset, ok := runnerPresets[r.Runner]
+	if !ok && r.Runner != "custom" {
+		v.add(key+".runner", "must be terragrunt, terraform or custom (got %q)", r.Runner)
+		return
+	}
+	for name, cmd := range map[string]*[]string{"plan": &r.Commands.Plan, "apply": &r.Commands.Apply, "destroy": &r.Commands.Destroy} {
+		if len(*cmd) == 0 {
+			switch name {
+			case "plan":
+				*cmd = preset.Plan
+			case "apply":
+				*cmd = preset.Apply
+			case "destroy":
+				*cmd = preset.Destroy
+			}
+		}
+		if len(*cmd) == 0 {
+			v.add(key+".commands."+name, "is required with runner: custom")
+			continue
+		}
+		for _, arg := range *cmd {
+			for _, p := range placeholder.FindAllString(arg, -1) {
+				if p != "{dir}" && p != "{plan_file}" {
+					v.add(key+".commands."+name, "unknown placeholder %s: use {dir} and {plan_file}", p)
+				}
+			}
+		}
+		if name != "destroy" && !slices.ContainsFunc(*cmd, func(a string) bool { return strings.Contains(a, "{plan_file}") }) {
+			v.add(key+".commands."+name, "must use {plan_file}: apply runs exactly the plan the voters saw")
+		}
+	}
+}
+
+func (v *validator) checkAccounts(repoKey string, accounts []Account) {
+	byName := map[string]int{}
+	for i, a := range accounts {
+		key := fmt.Sprintf("%s.accounts[%d]", repoKey, i)
+		if !namePattern.MatchString(a.Name) {
+			v.add(key+".name", "must be lower-case letters, digits, - or _ (got %q)", a.Name)
+		} else if _, dup := byName[a.Name]; dup {
+			v.add(key+".name", "account %q is defined twice", a.Name)
+		}
+		byName[a.Name] = i
+		if a.Path == "" || strings.HasPrefix(a.Path, "/") || strings.Contains(a.Path, "..") {
+			v.add(key+".path", "must be a directory prefix inside the repository, such as live/prod/")
+		}
+		for field, role := range map[string]string{"plan_role": a.PlanRole, "apply_role": a.ApplyRole} {
+			if role != "" && !rolePattern.MatchString(role) {
+				v.add(key+"."+field, "must be an IAM role ARN such as arn:aws:iam::123456789012:role/Plan")
+			}
+		}
+		policy := approval.Policy{Voters: a.Voters, MinApprovals: a.MinApprovals, MinRejections: a.MinRejections}
+		if err := policy.Validate(); err != nil {
+			var ae *apperr.Error
+			if errors.As(err, &ae) {
+				for field, reason := range ae.Fields {
+					v.add(key+"."+field, "%s", reason)
+				}
+			} else {
+				v.add(key, "%v", err)
+			}
+		}
+	}
+	for i, a := range accounts {
+		for j, dep := range a.DependsOn {
+			if _, ok := byName[dep]; !ok {
+				v.add(fmt.Sprintf("%s.accounts[%d].depends_on[%d]", repoKey, i, j), "no account named %q in this repository", dep)
+			}
+		}
+	}
+	if cycle := accountCycle(accounts, byName); cycle != "" {
+		v.add(repoKey+".accounts", "depends_on has a cycle: %s", cycle)
+	}
+}
+
+// accountCycle finds a cycle among accounts' depends_on, as "a -> b -> a".
+func accountCycle(accounts []Account, byName map[string]int) string {
+	state := make([]int, len(accounts)) // 0 new, 1 on the path, 2 done
+	var path []string
+	var visit func(i int) string
+	visit = func(i int) string {
+		state[i] = 1
+		path = append(path, accounts[i].Name)
+		for _, dep := range accounts[i].DependsOn {
+			j, ok := byName[dep]
+			if !ok {
+				continue
+			}
+			switch state[j] {
+			case 1:
+				start := slices.Index(path, dep)
+				return strings.Join(append(slices.Clone(path[start:]), dep), " -> ")
+			case 0:
+				if c := visit(j); c != "" {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[i] = 2
+		return ""
+	}
+	for i := range accounts {
+		if state[i] == 0 {
+			if c := visit(i); c != "" {
+				return c
+			}
+		}
+	}
+	return ""
+}

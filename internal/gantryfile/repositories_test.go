@@ -1,0 +1,75 @@
+package gantryfile_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/gantryfile"
+)
+
+const repos = `repositories:
+  - name: infra-live
+    url: /srv/git/infra-live.git
+    webhook_secret_env: HOOK_SECRET
+    commit_statuses: {merge_lock: false}
+    accounts:
+      - name: shared
+        path: live/shared/
+        voters: [ops@example.com]
+        min_approvals: 1
+        min_rejections: 1
+      - name: prod
+        path: live/prod/
+        depends_on: [shared]
+        apply_role: arn:aws:iam::123456789012:role/Apply
+        voters: [ada@example.com, bob@example.com]
+        min_approvals: 2
+        min_rejections: 1
+  - name: modules
+    url: https://github.com/acme/modules.git
+    trunk: trunk
+    scan: plan
+    runner: terraform
+    webhook_secret_env: HOOK_SECRET
+`
+
+func TestRepositories(t *testing.T) {
+	t.Parallel()
+	f, err := gantryfile.Parse("gantry.yaml", []byte(repos), env("HOOK_SECRET"))
+	require.NoError(t, err)
+	live := f.Repositories[0]
+	require.Equal(t, "main", live.Trunk, "trunk defaults to main")
+	require.Equal(t, "graph", live.Scan)
+	require.Equal(t, []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-out={plan_file}"}, live.Commands.Plan, "Terragrunt 1.x CLI by default")
+	require.True(t, live.StatusEnabled("plan"))
+	require.False(t, live.StatusEnabled("merge_lock"))
+	require.Equal(t, "prod", live.AccountFor("live/prod/eu-west-1/vpc").Name)
+	require.Equal(t, "shared", live.AccountFor("live/shared").Name)
+	require.Nil(t, live.AccountFor("live/production/x"), "prefixes match whole directories")
+	require.Equal(t, "terraform", f.Repositories[1].Commands.Apply[0])
+	require.Equal(t, "plan", f.Repositories[1].Scan)
+}
+
+func TestRepositoryProblems(t *testing.T) {
+	t.Parallel()
+	base := "repositories:\n  - name: r\n    url: /srv/r.git\n    webhook_secret_env: HOOK_SECRET\n"
+	cases := []struct{ name, src, want string }{
+		{"scan", base + "    scan: guess\n", `gantry.yaml:5: repositories[0].scan: must be graph or plan (got "guess")`},
+		{"secret variable unset", "repositories:\n  - name: r\n    url: /srv/r.git\n    webhook_secret_env: MISSING\n", "repositories[0].webhook_secret_env: variable MISSING is not set"},
+		{"transport helper", "repositories:\n  - name: r\n    url: 'ext::sh -c touch% /tmp/x'\n    webhook_secret_env: HOOK_SECRET\n", "repositories[0].url: must be a git URL"},
+		{"unknown placeholder", base + "    runner: custom\n    commands:\n      plan: [tofu, plan, '-out={plan_file}', '{workdir}']\n      apply: [tofu, apply, '{plan_file}']\n      destroy: [tofu, destroy]\n", "unknown placeholder {workdir}"},
+		{"apply without the saved plan", base + "    runner: custom\n    commands:\n      plan: [tofu, plan, '-out={plan_file}']\n      apply: [tofu, apply, -auto-approve]\n      destroy: [tofu, destroy]\n", "repositories[0].commands.apply: must use {plan_file}"},
+		{"more approvals than voters", base + "    accounts:\n      - {name: prod, path: live/prod/, voters: [a@example.com], min_approvals: 2, min_rejections: 1}\n", "repositories[0].accounts[0].min_approvals"},
+		{"unknown dependency", base + "    accounts:\n      - {name: prod, path: live/prod/, depends_on: [net], voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n", `repositories[0].accounts[0].depends_on[0]: no account named "net"`},
+		{"account cycle", base + "    accounts:\n      - {name: a, path: x/, depends_on: [b], voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n      - {name: b, path: y/, depends_on: [a], voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n", "depends_on has a cycle: a -> b -> a"},
+		{"path escapes", base + "    accounts:\n      - {name: a, path: ../x/, voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n", "repositories[0].accounts[0].path"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := gantryfile.Parse("gantry.yaml", []byte(tc.src), env("HOOK_SECRET"))
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
