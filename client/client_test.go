@@ -290,9 +290,9 @@ func TestErrorsAreAPIErrors(t *testing.T) {
 		return "signed-request", nil
 	}))
 	_, err = aws.Pools(ctx)
-	require.ErrorAs(t, err, &ae, "this server has no AWS authentication")
+	require.ErrorAs(t, err, &ae, "the server checks the identity it was sent, and this one is not signed")
 	require.Equal(t, 401, ae.Status)
-	require.Contains(t, ae.Message, "AWS IAM authentication is not configured")
+	require.Contains(t, ae.Message, "X-Gantry-AWS-Identity")
 	require.Equal(t, int32(1), identities.Load(), "the identity is signed per request")
 
 	failing := client.New(s.URL, client.WithAWSIdentity(func(context.Context) (string, error) { return "", errors.New("no role") }))

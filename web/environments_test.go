@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,93 +12,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
-	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
+	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/internal/testdb"
-	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
 
-// poolSpec describes one postgres pool of fresh databases for a test.
-type poolSpec struct {
-	Name           string
-	Size           int
-	Session        string
-	MaxSession     string
-	CleanupTimeout string
-	Cleanup        string             // YAML flow sequence: the cleanup command
-	Caps           func(i int) string // YAML flow map of environment i's capabilities
-}
+type poolSpec = servertest.Pool
 
-// applyPools registers the pools (and a client "ci" whose user is
-// ci@example.com) through the real gantry.yaml path, and returns each pool's
-// database names. Everything is released and dropped when the test ends.
 func (b *bundle) applyPools(t testing.TB, specs ...poolSpec) map[string][]string {
-	t.Helper()
-	var yaml strings.Builder
-	yaml.WriteString("clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n")
-	dbs := map[string][]string{}
-	var envs strings.Builder
-	suffix := strings.ToLower(rand.Text()[:8])
-	for _, p := range specs {
-		fmt.Fprintf(&yaml, "  - name: %s\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n    notify: {webhook: %q, emails: [ops@example.com]}\n", p.Name, b.hookURL)
-		for key, v := range map[string]string{"session": p.Session, "max_session": p.MaxSession, "cleanup_timeout": p.CleanupTimeout, "cleanup": p.Cleanup} {
-			if v != "" {
-				fmt.Fprintf(&yaml, "    %s: %s\n", key, v)
-			}
-		}
-		for i := 0; i < p.Size; i++ {
-			db := fmt.Sprintf("gtest_%s_%s_%d", suffix, strings.ReplaceAll(p.Name, "-", "_"), i)
-			dbs[p.Name] = append(dbs[p.Name], db)
-			caps := "{}"
-			if p.Caps != nil {
-				caps = p.Caps(i)
-			}
-			fmt.Fprintf(&envs, "  - {pool: %s, database: %s, capabilities: %s}\n", p.Name, db, caps)
-		}
-	}
-	yaml.WriteString("environments:\n" + envs.String())
-	b.sync(t, yaml.String())
-	t.Cleanup(func() { b.dropPools(dbs) })
-	return dbs
+	return b.ApplyPools(t, specs...)
 }
 
-func (b *bundle) sync(t testing.TB, yaml string) {
-	t.Helper()
-	f, err := gantryfile.Parse("gantry.yaml", []byte(yaml), func(string) (string, bool) { return "x", true })
-	require.NoError(t, err, yaml)
-	_, err = b.pools.Sync(context.Background(), f, "test")
-	require.NoError(t, err)
-}
-
-func (b *bundle) dropPools(dbs map[string][]string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// A cleanup job running after the drop would create the database again.
-	if b.stopWorkers != nil {
-		b.stopWorkers()
-	}
-	active, _ := models.ListAllocations(ctx, b.db.Bun, models.AllocationFilter{ActiveOnly: true, Limit: 500})
-	for _, a := range active {
-		_, _, _ = b.pools.Release(ctx, a.ID, "", models.EndedByOperator, "", "test-cleanup")
-	}
-	conn, err := pgx.Connect(ctx, testdb.AdminURL())
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	for _, names := range dbs {
-		for _, db := range names {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
-		}
-	}
-}
+func (b *bundle) sync(t testing.TB, yaml string) { b.Sync(t, yaml) }
 
 // ciToken is a token of the lease client "ci".
 func (b *bundle) ciToken(t testing.TB) string {
@@ -111,25 +40,7 @@ func (b *bundle) ciToken(t testing.TB) string {
 	return b.token(t, u, "read", "write")
 }
 
-// startWorkers works the jobs of this test's database, as gantry worker does.
-func (b *bundle) startWorkers(t testing.TB) {
-	t.Helper()
-	client, err := river.NewClient(riverpgxv5.New(b.db.Pool), &river.Config{
-		Workers: jobs.NewWorkers(jobs.Deps{DB: b.db, Logger: b.logger, Pools: b.pools}),
-		Queues: map[string]river.QueueConfig{
-			jobs.QueueEnvironments: {MaxWorkers: 5}, jobs.QueueMaintenance: {MaxWorkers: 1}, river.QueueDefault: {MaxWorkers: 1},
-		},
-		Logger: b.logger, FetchPollInterval: 200 * time.Millisecond, FetchCooldown: 50 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	b.stopWorkers = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = client.StopAndCancel(ctx)
-	}
-	t.Cleanup(b.stopWorkers)
-}
+func (b *bundle) startWorkers(t testing.TB) { b.StartWorkers(t) }
 
 type allocateResponse struct {
 	RequestID   string `json:"request_id"`

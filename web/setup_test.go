@@ -13,21 +13,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/access"
-	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
-	"github.com/gantryhq/gantry/internal/config"
-	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/pools"
-	"github.com/gantryhq/gantry/internal/testdb"
+	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/web"
 )
@@ -35,6 +29,7 @@ import (
 const password = "correct-horse-battery"
 
 type bundle struct {
+	*servertest.Server
 	srv     *httptest.Server
 	server  *web.Server
 	db      *models.DB
@@ -42,67 +37,16 @@ type bundle struct {
 	pools   *pools.Service
 	logger  *slog.Logger
 	webhook chan map[string]any // dirty-environment notifications received
-	hookURL string
 	aws     *awstest.Server
 	mail    *mailtest.Server // receives the notification emails
-	// stopWorkers stops the workers startWorkers started (idempotent).
-	stopWorkers func()
 }
 
 // setup serves Gantry on a fresh database, with extra environment variables.
 func setup(t testing.TB, env ...string) *bundle {
 	t.Helper()
-	cfg, err := config.Load(append([]string{"GANTRY_SECRET_KEY=" + strings.Repeat("k", 32)}, env...), nil)
-	require.NoError(t, err)
-	db, err := models.Open(context.Background(), testdb.NewURL(t), cfg.DBMaxConns)
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-	logger := slog.New(slog.DiscardHandler)
-	client, err := jobs.NewClient(jobs.Deps{DB: db, Logger: logger}, jobs.ClientOptions{Logger: logger})
-	require.NoError(t, err)
-	queue, err := jobs.NewQueue(db.Bun)
-	require.NoError(t, err)
-	mig, err := migrations.New(db.Pool, db.Bun)
-	require.NoError(t, err)
-	pg := &pools.PostgresKind{Getenv: func(name string) string {
-		if name == "POOL_PG_URL" {
-			return testdb.AdminURL()
-		}
-		return ""
-	}}
-	t.Cleanup(pg.Close)
-	webhook := make(chan map[string]any, 16)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		webhook <- body
-	}))
-	t.Cleanup(hook.Close)
-	// A fake AWS speaking STS and IAM, for the real SDK inside awsenv.
-	fakeAWS := awstest.New(t)
-	gantryAWS := fakeAWS.AddUser("999999999999", "gantry")
-	awsProvider, err := awsenv.New(context.Background(), awsenv.Options{STSEndpoint: fakeAWS.URL, IAMEndpoint: fakeAWS.URL,
-		Region: awstest.Region, Credentials: awstest.Provider(gantryAWS)})
-	require.NoError(t, err)
-	mailServer := mailtest.New(t)
-	sender, err := mail.ParseURL(mailServer.URL(), "gantry@example.com")
-	require.NoError(t, err)
-	svc := &pools.Service{Queue: queue, Logger: logger, Retention: 24 * time.Hour,
-		Kinds: map[string]pools.Kind{"postgres": pg, "slot": pools.SlotKind{}, "aws": pools.AWSKind{Provider: awsProvider}},
-		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client(),
-			SendMail: func(ctx context.Context, to []string, subject, body string) error {
-				return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
-			}}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(jobs.NewMetricsCollector(db))
-	svc.Metrics = pools.NewMetrics(reg, db)
-	s := web.New(web.Deps{Config: cfg, DB: db, Queue: queue, River: client, Migrator: mig, Logger: logger, Registry: reg, Pools: svc, AWSIdentity: awsProvider})
-	uiCtx, stopUI := context.WithCancel(context.Background())
-	t.Cleanup(stopUI)
-	require.NoError(t, s.Start(uiCtx))
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, server: s, db: db, queue: queue, pools: svc, logger: logger, webhook: webhook, hookURL: hook.URL, aws: fakeAWS, mail: mailServer}
+	s := servertest.New(t, env...)
+	return &bundle{Server: s, srv: s.HTTP, server: s.Web, db: s.DB, queue: s.Queue, pools: s.Pools, logger: s.Logger,
+		webhook: s.Webhook, aws: s.AWS, mail: s.Mail}
 }
 
 func (b *bundle) user(t testing.TB, email string, role models.Role) *models.User {

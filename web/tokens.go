@@ -99,13 +99,19 @@ func (s *Server) createTokenForm(c echo.Context) error {
 	return s.renderTokens(c, http.StatusCreated, p.User.ID, account.TokensView{NewSecret: secret, NewName: t.Name})
 }
 
-func (s *Server) revokeTokenForm(c echo.Context) error {
+// revokeToken revokes the token :id as the caller may (their own, or any
+// for admins).
+func (s *Server) revokeToken(c echo.Context) error {
 	p := principalOf(c)
 	id, err := idParam(c)
 	if err != nil {
 		return err
 	}
-	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor()); err != nil {
+	return access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor())
+}
+
+func (s *Server) revokeTokenForm(c echo.Context) error {
+	if err := s.revokeToken(c); err != nil {
 		return err
 	}
 	back := "/tokens"
@@ -183,12 +189,7 @@ func (s *Server) apiListTokens(c echo.Context) error {
 }
 
 func (s *Server) apiRevokeToken(c echo.Context) error {
-	p := principalOf(c)
-	id, err := idParam(c)
-	if err != nil {
-		return err
-	}
-	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor()); err != nil {
+	if err := s.revokeToken(c); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
