@@ -28,8 +28,12 @@ type Repository struct {
 }
 
 // Commands are argument vectors with placeholders {dir} (the unit's
-// directory in the checkout) and {plan_file}.
+// directory in the checkout) and {plan_file}. Init, when set, runs before
+// plan and before apply (each runs in a fresh checkout). A plan command with
+// -detailed-exitcode tells "no changes" (0) from "changes" (2); such a
+// plan needs no vote and applies nothing.
 type Commands struct {
+	Init    []string `yaml:"init"`
 	Plan    []string `yaml:"plan"`
 	Apply   []string `yaml:"apply"`
 	Destroy []string `yaml:"destroy"`
@@ -59,12 +63,13 @@ type Account struct {
 // `--working-dir`), not the flags the seed's scripts used, which are gone.
 var runnerPresets = map[string]Commands{
 	"terragrunt": {
-		Plan:    []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-out={plan_file}"},
+		Plan:    []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-detailed-exitcode", "-out={plan_file}"},
 		Apply:   []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "apply", "-input=false", "{plan_file}"},
 		Destroy: []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "destroy", "-input=false", "-auto-approve"},
 	},
 	"terraform": {
-		Plan:    []string{"terraform", "-chdir={dir}", "plan", "-input=false", "-out={plan_file}"},
+		Init:    []string{"terraform", "-chdir={dir}", "init", "-input=false", "-no-color"},
+		Plan:    []string{"terraform", "-chdir={dir}", "plan", "-input=false", "-detailed-exitcode", "-out={plan_file}"},
 		Apply:   []string{"terraform", "-chdir={dir}", "apply", "-input=false", "{plan_file}"},
 		Destroy: []string{"terraform", "-chdir={dir}", "destroy", "-input=false", "-auto-approve"},
 	},
@@ -147,6 +152,16 @@ func (v *validator) checkCommands(key string, r *Repository) {
 	if !ok && r.Runner != "custom" {
 		v.add(key+".runner", "must be terragrunt, terraform or custom (got %q)", r.Runner)
 		return
+	}
+	if len(r.Commands.Init) == 0 && r.Runner != "custom" {
+		r.Commands.Init = preset.Init
+	}
+	for _, arg := range r.Commands.Init {
+		for _, p := range placeholder.FindAllString(arg, -1) {
+			if p != "{dir}" {
+				v.add(key+".commands.init", "unknown placeholder %s: init takes {dir}", p)
+			}
+		}
 	}
 	for name, cmd := range map[string]*[]string{"plan": &r.Commands.Plan, "apply": &r.Commands.Apply, "destroy": &r.Commands.Destroy} {
 		if len(*cmd) == 0 {

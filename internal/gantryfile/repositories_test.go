@@ -41,13 +41,15 @@ func TestRepositories(t *testing.T) {
 	live := f.Repositories[0]
 	require.Equal(t, "main", live.Trunk, "trunk defaults to main")
 	require.Equal(t, "graph", live.Scan)
-	require.Equal(t, []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-out={plan_file}"}, live.Commands.Plan, "Terragrunt 1.x CLI by default")
+	require.Equal(t, []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-detailed-exitcode", "-out={plan_file}"}, live.Commands.Plan, "Terragrunt 1.x CLI by default")
 	require.True(t, live.StatusEnabled("plan"))
 	require.False(t, live.StatusEnabled("merge_lock"))
 	require.Equal(t, "prod", live.AccountFor("live/prod/eu-west-1/vpc").Name)
 	require.Equal(t, "shared", live.AccountFor("live/shared").Name)
 	require.Nil(t, live.AccountFor("live/production/x"), "prefixes match whole directories")
 	require.Equal(t, "terraform", f.Repositories[1].Commands.Apply[0])
+	require.Equal(t, []string{"terraform", "-chdir={dir}", "init", "-input=false", "-no-color"}, f.Repositories[1].Commands.Init, "terraform needs init in each fresh checkout")
+	require.Empty(t, live.Commands.Init, "terragrunt initialises by itself")
 	require.Equal(t, "plan", f.Repositories[1].Scan)
 }
 

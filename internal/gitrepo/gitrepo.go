@@ -300,6 +300,23 @@ func (m *Mirror) ResolveRef(ctx context.Context, ref string) (string, error) {
 	return sha, nil
 }
 
+// Parents returns the parents of commit (a ref or commit id): none for a
+// root commit, two for a merge.
+func (m *Mirror) Parents(ctx context.Context, commit string) ([]string, error) {
+	if err := ValidRev(commit); err != nil {
+		return nil, err
+	}
+	out, err := m.git(ctx, "", "rev-list", "--parents", "-n", "1", "--end-of-options", commit)
+	if err != nil {
+		return nil, fmt.Errorf("parents of %s: %w", commit, err)
+	}
+	fields := strings.Fields(out)
+	if len(fields) == 0 || !isCommitID(fields[0]) {
+		return nil, fmt.Errorf("parents of %s: git answered %q", commit, out)
+	}
+	return fields[1:], nil
+}
+
 // MergeBase returns the best common ancestor of a and b (refs or commit
 // ids), or ErrNoMergeBase when their histories are unrelated.
 func (m *Mirror) MergeBase(ctx context.Context, a, b string) (string, error) {

@@ -667,3 +667,24 @@ func TestRefusesBadInput(t *testing.T) {
 		require.ErrorIs(t, m.RemoveCheckout(ctx, "/"), gitrepo.ErrInvalidPath)
 	})
 }
+
+func TestParents(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	r := newInfraRepo(t)
+	git(t, r.work, "checkout", "--quiet", "main")
+	git(t, r.work, "-c", "user.name=Ada", "-c", "user.email=ada@example.com", "merge", "--quiet", "--no-ff", "-m", "merge", r.c2)
+	merge := git(t, r.work, "rev-parse", "HEAD")
+	r.push("main")
+	m, err := newCache(t).Fetch(ctx, r.remote)
+	require.NoError(t, err)
+
+	parents, err := m.Parents(ctx, merge)
+	require.NoError(t, err)
+	require.Equal(t, []string{r.c3, r.c2}, parents)
+	parents, err = m.Parents(ctx, r.c1)
+	require.NoError(t, err)
+	require.Empty(t, parents)
+	_, err = m.Parents(ctx, "main^1")
+	require.ErrorIs(t, err, gitrepo.ErrInvalidRev)
+}

@@ -1,0 +1,260 @@
+// Package infrarun is the engine of a deployment run (seed 000): which
+// executions a merged pull request makes, and, as executions finish, which
+// start next, which are aborted and when the run is over. It does no I/O;
+// the infra service feeds it rows and writes back what it decides.
+package infrarun
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Execution statuses, as the seed names them.
+const (
+	Waiting   = "waiting"
+	Running   = "running"
+	Succeeded = "succeeded"
+	Failed    = "failed"
+	Aborted   = "aborted"
+)
+
+// Account is the part of a repository's account the engine needs.
+type Account struct {
+	Name      string
+	Path      string // directory prefix of its units
+	DependsOn []string
+}
+
+// Unit is a collected unit and the units it depends on (any, collected or not).
+type Unit struct {
+	Path string
+	Deps []string
+}
+
+// Spec is an execution to create.
+type Spec struct {
+	ExecutionID string
+	CfgPath     string
+	CfgDeps     []string // collected units only
+	Account     string
+	AccountPath string
+	AccountDeps []string
+}
+
+// Plan makes one execution per collected unit. cfg_deps are restricted to
+// the collected units; account_deps are the account's depends_on. A unit
+// under no account, or dependencies that together with the accounts'
+// would wait on each other forever, are errors naming the units.
+func Plan(pr int, commit string, units []Unit, accounts []Account, rnd *rand.Rand) ([]Spec, error) {
+	collected := make(map[string]bool, len(units))
+	for _, u := range units {
+		collected[u.Path] = true
+	}
+	specs := make([]Spec, 0, len(units))
+	var orphans []string
+	for _, u := range units {
+		acc := accountFor(accounts, u.Path)
+		if acc == nil {
+			orphans = append(orphans, u.Path)
+			continue
+		}
+		var deps []string
+		for _, d := range u.Deps {
+			if collected[d] && d != u.Path {
+				deps = append(deps, d)
+			}
+		}
+		slices.Sort(deps)
+		specs = append(specs, Spec{
+			ExecutionID: ExecutionID(pr, commit, acc.Name, u.Path, rnd.IntN(1000)),
+			CfgPath:     u.Path,
+			CfgDeps:     slices.Compact(deps),
+			Account:     acc.Name,
+			AccountPath: acc.Path,
+			AccountDeps: slices.Clone(acc.DependsOn),
+		})
+	}
+	if len(orphans) > 0 {
+		return nil, fmt.Errorf("no account's path contains %s: add an account for it in gantry.yaml", strings.Join(orphans, ", "))
+	}
+	states := make([]State, len(specs))
+	for i, s := range specs {
+		states[i] = State{ID: int64(i), CfgPath: s.CfgPath, Account: s.Account, CfgDeps: s.CfgDeps, AccountDeps: s.AccountDeps, Status: Waiting}
+	}
+	if cycle := waitCycle(states); cycle != nil {
+		return nil, fmt.Errorf("these units would wait on each other forever (directory and account dependencies): %s", strings.Join(cycle, " -> "))
+	}
+	return specs, nil
+}
+
+// ExecutionID is the seed's id: run-{pr}-{commit[:4]}-{account}-{leaf}-{nnn}.
+func ExecutionID(pr int, commit, account, cfgPath string, n int) string {
+	short := commit
+	if len(short) > 4 {
+		short = short[:4]
+	}
+	return fmt.Sprintf("run-%d-%s-%s-%s-%03d", pr, short, account, path.Base(cfgPath), n%1000)
+}
+
+func accountFor(accounts []Account, dir string) *Account {
+	var best *Account
+	for i := range accounts {
+		a := &accounts[i]
+		prefix := strings.TrimSuffix(a.Path, "/") + "/"
+		if strings.HasPrefix(dir+"/", prefix) && (best == nil || len(a.Path) > len(best.Path)) {
+			best = a
+		}
+	}
+	return best
+}
+
+// State is an execution as the engine sees it.
+type State struct {
+	ID          int64
+	CfgPath     string
+	Account     string
+	CfgDeps     []string
+	AccountDeps []string
+	Status      string
+}
+
+// Step is what to do now.
+type Step struct {
+	Start []int64 // waiting executions whose dependencies all succeeded
+	Abort []int64 // waiting executions with a failed or aborted dependency, however far up
+	Done  bool    // nothing waits or runs (after Start and Abort)
+	// Succeeded is set with Done when every execution succeeded.
+	Succeeded bool
+}
+
+// Next decides what follows the executions' current states. An execution
+// waits on the executions of its cfg_deps and on every execution of the
+// accounts in its account_deps.
+func Next(states []State) Step {
+	status := make(map[int64]string, len(states))
+	for _, s := range states {
+		status[s.ID] = s.Status
+	}
+	deps := dependencies(states)
+	var step Step
+	// Aborts spread down the graph; repeat until nothing changes.
+	for changed := true; changed; {
+		changed = false
+		for _, s := range states {
+			if status[s.ID] != Waiting {
+				continue
+			}
+			for _, d := range deps[s.ID] {
+				if st := status[d]; st == Failed || st == Aborted {
+					status[s.ID] = Aborted
+					step.Abort = append(step.Abort, s.ID)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	for _, s := range states {
+		if status[s.ID] != Waiting {
+			continue
+		}
+		ready := true
+		for _, d := range deps[s.ID] {
+			if status[d] != Succeeded {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			step.Start = append(step.Start, s.ID)
+		}
+	}
+	if len(step.Start) > 0 {
+		return step
+	}
+	step.Done, step.Succeeded = true, true
+	for _, s := range states {
+		switch status[s.ID] {
+		case Waiting, Running:
+			step.Done, step.Succeeded = false, false
+		case Failed, Aborted:
+			step.Succeeded = false
+		}
+	}
+	if !step.Done {
+		step.Succeeded = false
+	}
+	return step
+}
+
+// dependencies resolves every execution's cfg_deps and account_deps to
+// the executions it waits on.
+func dependencies(states []State) map[int64][]int64 {
+	byPath := make(map[string]int64, len(states))
+	byAccount := map[string][]int64{}
+	for _, s := range states {
+		byPath[s.CfgPath] = s.ID
+		byAccount[s.Account] = append(byAccount[s.Account], s.ID)
+	}
+	deps := make(map[int64][]int64, len(states))
+	for _, s := range states {
+		var ds []int64
+		for _, p := range s.CfgDeps {
+			if id, ok := byPath[p]; ok && id != s.ID {
+				ds = append(ds, id)
+			}
+		}
+		for _, a := range s.AccountDeps {
+			if a != s.Account {
+				ds = append(ds, byAccount[a]...)
+			}
+		}
+		deps[s.ID] = ds
+	}
+	return deps
+}
+
+// waitCycle returns the paths of a cycle of waiting executions, or nil.
+func waitCycle(states []State) []string {
+	deps := dependencies(states)
+	pathOf := make(map[int64]string, len(states))
+	for _, s := range states {
+		pathOf[s.ID] = s.CfgPath
+	}
+	mark := map[int64]int{}
+	var stack []int64
+	var visit func(id int64) []string
+	visit = func(id int64) []string {
+		mark[id] = 1
+		stack = append(stack, id)
+		for _, d := range deps[id] {
+			switch mark[d] {
+			case 1:
+				i := slices.Index(stack, d)
+				var cycle []string
+				for _, x := range stack[i:] {
+					cycle = append(cycle, pathOf[x])
+				}
+				return append(cycle, pathOf[d])
+			case 0:
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		mark[id] = 2
+		return nil
+	}
+	for _, s := range states {
+		if mark[s.ID] == 0 {
+			if c := visit(s.ID); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}

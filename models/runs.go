@@ -1,0 +1,291 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Run statuses.
+const (
+	RunQueued    = "queued" // waits for the repository's merge lock
+	RunScanning  = "scanning"
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+)
+
+// Execution statuses (the seed's) and the steps of a running one.
+const (
+	ExecWaiting   = "waiting"
+	ExecRunning   = "running"
+	ExecSucceeded = "succeeded"
+	ExecFailed    = "failed"
+	ExecAborted   = "aborted"
+
+	StepPlanning = "planning"
+	StepVoting   = "voting"
+	StepApplying = "applying"
+)
+
+// Run is the deployment of one merged pull request.
+type Run struct {
+	bun.BaseModel `bun:"table:runs,alias:run"`
+
+	ID           int64      `bun:",pk,autoincrement" json:"id"`
+	Repository   string     `json:"repository"`
+	PRNumber     int        `bun:"pr_number" json:"pr_number"`
+	PRTitle      string     `bun:"pr_title" json:"pr_title"`
+	BaseRef      string     `json:"base_ref"`
+	HeadRef      string     `json:"head_ref"`
+	HeadSHA      string     `bun:"head_sha" json:"head_sha"`
+	MergeCommit  string     `json:"merge_commit"`
+	BaseCommit   string     `json:"base_commit,omitempty"`
+	Scan         string     `json:"scan"`
+	Status       string     `json:"status"`
+	Error        string     `json:"error,omitempty"`
+	DeletedUnits []string   `bun:",array" json:"deleted_units"`
+	CreatedAt    time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+}
+
+// Ended reports whether the run is over.
+func (r *Run) Ended() bool { return r.Status == RunSucceeded || r.Status == RunFailed }
+
+// InsertRun records a queued run.
+func InsertRun(ctx context.Context, tx bun.IDB, r *Run) error {
+	if r.DeletedUnits == nil {
+		r.DeletedUnits = []string{}
+	}
+	_, err := tx.NewInsert().Model(r).Returning("id, status, created_at").Exec(ctx)
+	return err
+}
+
+// RunByID finds a run.
+func RunByID(ctx context.Context, db bun.IDB, id int64) (*Run, error) {
+	r := new(Run)
+	err := db.NewSelect().Model(r).Where("id = ?", id).Scan(ctx)
+	return r, notFound(err)
+}
+
+// LockRun finds a run and locks it until the transaction ends: the one
+// place that serialises the transitions of a run and its executions.
+func LockRun(ctx context.Context, tx bun.IDB, id int64) (*Run, error) {
+	r := new(Run)
+	err := tx.NewSelect().Model(r).Where("id = ?", id).For("UPDATE").Scan(ctx)
+	return r, notFound(err)
+}
+
+// UpdateRun writes the given columns of r.
+func UpdateRun(ctx context.Context, tx bun.IDB, r *Run, columns ...string) error {
+	_, err := tx.NewUpdate().Model(r).Column(columns...).WherePK().Exec(ctx)
+	return err
+}
+
+// RunFilter narrows ListRuns.
+type RunFilter struct {
+	Repository string
+	PRNumber   int
+	Limit      int
+}
+
+// ListRuns lists runs, newest first.
+func ListRuns(ctx context.Context, db bun.IDB, f RunFilter) ([]Run, error) {
+	var runs []Run
+	q := db.NewSelect().Model(&runs).OrderExpr("id DESC")
+	if f.Repository != "" {
+		q = q.Where("repository = ?", f.Repository)
+	}
+	if f.PRNumber > 0 {
+		q = q.Where("pr_number = ?", f.PRNumber)
+	}
+	if f.Limit > 0 {
+		q = q.Limit(int64(f.Limit))
+	}
+	return runs, q.Scan(ctx)
+}
+
+// RunOfMerge finds the run of a merge commit, if there is one.
+func RunOfMerge(ctx context.Context, db bun.IDB, repo, mergeCommit string) (*Run, error) {
+	r := new(Run)
+	err := db.NewSelect().Model(r).Where("repository = ?", repo).Where("merge_commit = ?", mergeCommit).
+		OrderExpr("id").Limit(1).Scan(ctx)
+	return r, notFound(err)
+}
+
+// OldestQueuedRun is the run that takes a released merge lock next.
+func OldestQueuedRun(ctx context.Context, tx bun.IDB, repo string) (*Run, error) {
+	r := new(Run)
+	err := tx.NewSelect().Model(r).Where("repository = ?", repo).Where("status = ?", RunQueued).
+		OrderExpr("id").Limit(1).For("UPDATE SKIP LOCKED").Scan(ctx)
+	return r, notFound(err)
+}
+
+// MergeLock is a repository's merge lock, held by one run.
+type MergeLock struct {
+	bun.BaseModel `bun:"table:merge_locks,alias:ml"`
+
+	Repository string    `bun:",pk" json:"repository"`
+	RunID      int64     `json:"run_id"`
+	PRNumber   int       `bun:"pr_number" json:"pr_number"`
+	LockedAt   time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"locked_at"`
+}
+
+// TakeMergeLock takes repo's merge lock for run; false when another run
+// holds it. The primary key makes two takers at the same moment safe: one
+// inserts, the other finds the row.
+func TakeMergeLock(ctx context.Context, tx bun.IDB, r *Run) (bool, error) {
+	lock := &MergeLock{Repository: r.Repository, RunID: r.ID, PRNumber: r.PRNumber}
+	res, err := tx.NewInsert().Model(lock).On("CONFLICT (repository) DO NOTHING").Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("taking the merge lock of %s: %w", r.Repository, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// ReleaseMergeLock releases repo's lock if run holds it.
+func ReleaseMergeLock(ctx context.Context, tx bun.IDB, repo string, runID int64) error {
+	_, err := tx.NewDelete().Model((*MergeLock)(nil)).Where("repository = ?", repo).Where("run_id = ?", runID).Exec(ctx)
+	return err
+}
+
+// MergeLockOf returns repo's lock, or nil when it is free.
+func MergeLockOf(ctx context.Context, db bun.IDB, repo string) (*MergeLock, error) {
+	var locks []MergeLock
+	if err := db.NewSelect().Model(&locks).Where("repository = ?", repo).Scan(ctx); err != nil {
+		return nil, err
+	}
+	if len(locks) == 0 {
+		return nil, nil
+	}
+	return &locks[0], nil
+}
+
+// Execution is one unit of a run: the seed's record.
+type Execution struct {
+	bun.BaseModel `bun:"table:executions,alias:x"`
+
+	ID                int64      `bun:",pk,autoincrement" json:"-"`
+	ExecutionID       string     `json:"execution_id"`
+	RunID             int64      `json:"run_id"`
+	CfgPath           string     `json:"cfg_path"`
+	CfgDeps           []string   `bun:",array" json:"cfg_deps"`
+	AccountName       string     `json:"account_name"`
+	AccountPath       string     `json:"account_path"`
+	AccountDeps       []string   `bun:",array" json:"account_deps"`
+	InitCommand       []string   `bun:",array" json:"init_command,omitempty"`
+	PlanCommand       []string   `bun:",array" json:"plan_command"`
+	ApplyCommand      []string   `bun:",array" json:"apply_command"`
+	PlanRoleARN       string     `bun:"plan_role_arn" json:"plan_role_arn,omitempty"`
+	ApplyRoleARN      string     `bun:"apply_role_arn" json:"apply_role_arn,omitempty"`
+	Voters            []string   `bun:",array" json:"voters"`
+	MinApprovalCount  int        `json:"min_approval_count"`
+	MinRejectionCount int        `json:"min_rejection_count"`
+	Status            string     `json:"status"`
+	Step              string     `json:"step,omitempty"`
+	PlanOutput        string     `json:"-"`
+	PlanExitCode      *int       `json:"plan_exit_code,omitempty"`
+	HasChanges        *bool      `json:"has_changes,omitempty"`
+	PlanFile          []byte     `bun:",nullzero" json:"-"`
+	ApplyOutput       string     `json:"-"`
+	ApplyExitCode     *int       `json:"apply_exit_code,omitempty"`
+	Error             string     `json:"error,omitempty"`
+	ApprovalID        *int64     `json:"-"`
+	ReadyAt           *time.Time `json:"ready_at,omitempty"`
+	StartedAt         *time.Time `json:"started_at,omitempty"`
+	PlanStartedAt     *time.Time `json:"plan_started_at,omitempty"`
+	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+}
+
+// Ended reports whether the execution is over.
+func (x *Execution) Ended() bool {
+	return x.Status == ExecSucceeded || x.Status == ExecFailed || x.Status == ExecAborted
+}
+
+// InsertExecutions records a run's executions.
+func InsertExecutions(ctx context.Context, tx bun.IDB, xs []*Execution) error {
+	if len(xs) == 0 {
+		return nil
+	}
+	_, err := tx.NewInsert().Model(&xs).Returning("id").Exec(ctx)
+	return uniqueViolation(err)
+}
+
+// ExecutionsOfRun lists a run's executions without their outputs and plan files.
+func ExecutionsOfRun(ctx context.Context, db bun.IDB, runID int64) ([]Execution, error) {
+	var xs []Execution
+	err := db.NewSelect().Model(&xs).ExcludeColumn("plan_output", "apply_output", "plan_file").
+		Where("run_id = ?", runID).OrderExpr("id").Scan(ctx)
+	return xs, err
+}
+
+// ExecutionByExecutionID finds an execution by its seed id, everything included.
+func ExecutionByExecutionID(ctx context.Context, db bun.IDB, executionID string) (*Execution, error) {
+	x := new(Execution)
+	err := db.NewSelect().Model(x).Where("execution_id = ?", executionID).Scan(ctx)
+	return x, notFound(err)
+}
+
+// ExecutionByID finds an execution by its row id, everything included.
+func ExecutionByID(ctx context.Context, db bun.IDB, id int64) (*Execution, error) {
+	x := new(Execution)
+	err := db.NewSelect().Model(x).Where("id = ?", id).Scan(ctx)
+	return x, notFound(err)
+}
+
+// UpdateExecution writes the given columns of x.
+func UpdateExecution(ctx context.Context, tx bun.IDB, x *Execution, columns ...string) error {
+	_, err := tx.NewUpdate().Model(x).Column(columns...).WherePK().Exec(ctx)
+	return err
+}
+
+// AppendExecutionOutput adds streamed output of the step under way
+// (plan_output while planning, apply_output while applying).
+func AppendExecutionOutput(ctx context.Context, db bun.IDB, id int64, step, text string) error {
+	column := "plan_output"
+	if step == StepApplying {
+		column = "apply_output"
+	}
+	_, err := db.NewUpdate().Model((*Execution)(nil)).Set("? = ? || ?", bun.Ident(column), bun.Ident(column), text).
+		Where("id = ?", id).Where("status = ?", ExecRunning).Where("step = ?", step).Exec(ctx)
+	return err
+}
+
+// ExecutionOutput returns an execution's output of step from character
+// offset on, the offset after it, and where the execution is, for a page
+// following it live.
+func ExecutionOutput(ctx context.Context, db bun.IDB, executionID, step string, offset int) (out OutputTail, err error) {
+	column := "plan_output"
+	if step == StepApplying {
+		column = "apply_output"
+	}
+	err = db.NewSelect().Model((*Execution)(nil)).
+		ColumnExpr("substr(?, ?) AS text", bun.Ident(column), offset+1).
+		ColumnExpr("char_length(?) AS next", bun.Ident(column)).
+		Column("status", "step").
+		Where("execution_id = ?", executionID).Scan(ctx, &out)
+	return out, notFound(err)
+}
+
+// OutputTail is the output a page has not shown yet.
+type OutputTail struct {
+	Text   string `json:"text"`
+	Next   int    `json:"next"`
+	Status string `json:"status"`
+	Step   string `json:"step"`
+}
+
+// ExecutionsAwaitingVoter lists executions whose pending approval names voter.
+func ExecutionsAwaitingVoter(ctx context.Context, db bun.IDB, voter string) ([]Execution, error) {
+	var xs []Execution
+	err := db.NewSelect().Model(&xs).ExcludeColumn("plan_output", "apply_output", "plan_file").
+		Join("JOIN approvals AS ap ON ap.id = x.approval_id").
+		Where("ap.state = ?", "pending").Where("? = ANY(ap.voters)", voter).
+		Where("x.status = ?", ExecRunning).Where("x.step = ?", StepVoting).
+		OrderExpr("x.id").Scan(ctx)
+	return xs, err
+}
