@@ -36,6 +36,7 @@ type Deps struct {
 	DB     *models.DB
 	Logger *slog.Logger
 	Pools  EnvironmentPools
+	Infra  Infra
 }
 
 // ClientOptions says whether this process works jobs and how many at once.

@@ -15,6 +15,15 @@ func NewWorkers(deps Deps) *river.Workers {
 	river.AddWorker(w, &CleanupTimeoutWorker{Pools: deps.Pools})
 	river.AddWorker(w, &NotifyDirtyWorker{Pools: deps.Pools})
 	river.AddWorker(w, &PruneAllocationsWorker{Pools: deps.Pools, Logger: deps.Logger})
+	river.AddWorker(w, &HandleDeliveryWorker{Infra: deps.Infra})
+	river.AddWorker(w, &PlanPullRequestWorker{Infra: deps.Infra})
+	river.AddWorker(w, &RunPRPlanWorker{Infra: deps.Infra})
+	river.AddWorker(w, &StartRunWorker{Infra: deps.Infra})
+	river.AddWorker(w, &PlanExecutionWorker{Infra: deps.Infra})
+	river.AddWorker(w, &RequestVoteWorker{Infra: deps.Infra})
+	river.AddWorker(w, &ApplyExecutionWorker{Infra: deps.Infra})
+	river.AddWorker(w, &PostStatusWorker{Infra: deps.Infra})
+	river.AddWorker(w, &RefreshMergeLockWorker{Infra: deps.Infra})
 	return w
 }
 

@@ -41,7 +41,7 @@ CREATE TABLE webhook_deliveries (
     event       text NOT NULL,
     action      text NOT NULL DEFAULT '',
     repository  text NOT NULL REFERENCES repositories (name),
-    payload     jsonb NOT NULL,
+    payload     bytea NOT NULL, -- the body as GitHub signed it
     received_at timestamptz NOT NULL DEFAULT now()
 );
 

@@ -60,9 +60,11 @@ func ApprovalByID(ctx context.Context, db bun.IDB, id int64) (*Approval, error) 
 	return a, notFound(err)
 }
 
-// InsertVote records a vote.
+// InsertVote records a vote, stamped with the database's clock at the
+// moment of insert: with the approval locked, that orders votes as they
+// were recorded, which the tally replays.
 func InsertVote(ctx context.Context, tx bun.IDB, v *Vote) error {
-	_, err := tx.NewInsert().Model(v).Returning("id, created_at").Exec(ctx)
+	_, err := tx.NewInsert().Model(v).Value("created_at", "clock_timestamp()").Returning("id, created_at").Exec(ctx)
 	return err
 }
 

@@ -133,7 +133,7 @@ type WebhookDelivery struct {
 	Event      string    `json:"event"`
 	Action     string    `json:"action"`
 	Repository string    `json:"repository"`
-	Payload    []byte    `bun:"type:jsonb" json:"-"`
+	Payload    []byte    `json:"-"`
 	ReceivedAt time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"received_at"`
 }
 
@@ -232,16 +232,20 @@ type PRPlan struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
-// InsertPRPlans queues plans; a plan of the same unit at the same head
-// already there is kept (a redelivered event plans nothing twice).
+// InsertPRPlans queues plans and returns those to run: a plan of the same
+// unit at the same head already there is kept (a redelivered event plans
+// nothing twice) unless it was canceled (the pull request was reopened).
 func InsertPRPlans(ctx context.Context, tx bun.IDB, plans []*PRPlan) ([]*PRPlan, error) {
 	if len(plans) == 0 {
 		return nil, nil
 	}
-	var inserted []*PRPlan
-	err := tx.NewInsert().Model(&plans).On("CONFLICT (repository, pr_number, head_sha, path) DO NOTHING").
-		Returning("*").Scan(ctx, &inserted)
-	return inserted, err
+	var queued []*PRPlan
+	err := tx.NewInsert().Model(&plans).
+		On("CONFLICT (repository, pr_number, head_sha, path) DO UPDATE").
+		Set("status = EXCLUDED.status, output = '', error = '', exit_code = NULL, has_changes = NULL, started_at = NULL, finished_at = NULL").
+		Where("pp.status = ?", PlanCanceled).
+		Returning("*").Scan(ctx, &queued)
+	return queued, err
 }
 
 // CancelOlderPlans cancels the queued and running plans of a pull request
@@ -275,11 +279,15 @@ func StartPRPlan(ctx context.Context, db bun.IDB, id int64) (bool, error) {
 	return n == 1, err
 }
 
-// AppendPRPlanOutput adds streamed output to a running plan.
-func AppendPRPlanOutput(ctx context.Context, db bun.IDB, id int64, text string) error {
-	_, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("output = output || ?", text).
+// AppendPRPlanOutput adds streamed output to a running plan; 0 rows means
+// the plan is no longer running (a newer push canceled it).
+func AppendPRPlanOutput(ctx context.Context, db bun.IDB, id int64, text string) (int64, error) {
+	res, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("output = output || ?", text).
 		Where("id = ?", id).Where("status = ?", PlanRunning).Exec(ctx)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // FinishPRPlan records a plan's outcome unless it was canceled meanwhile;

@@ -100,12 +100,25 @@ func ExecutionID(pr int, commit, account, cfgPath string, n int) string {
 }
 
 func accountFor(accounts []Account, dir string) *Account {
-	var best *Account
-	for i := range accounts {
-		a := &accounts[i]
-		prefix := strings.TrimSuffix(a.Path, "/") + "/"
-		if strings.HasPrefix(dir+"/", prefix) && (best == nil || len(a.Path) > len(best.Path)) {
-			best = a
+	paths := make([]string, len(accounts))
+	for i, a := range accounts {
+		paths[i] = a.Path
+	}
+	if i := AccountIndex(paths, dir); i >= 0 {
+		return &accounts[i]
+	}
+	return nil
+}
+
+// AccountIndex returns the index of the account path that contains dir
+// (whole directories: live/prod/ does not contain live/production), the
+// longest when several do, or -1.
+func AccountIndex(paths []string, dir string) int {
+	best := -1
+	for i, p := range paths {
+		prefix := strings.TrimSuffix(p, "/") + "/"
+		if strings.HasPrefix(dir+"/", prefix) && (best < 0 || len(p) > len(paths[best])) {
+			best = i
 		}
 	}
 	return best

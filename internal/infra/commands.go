@@ -1,0 +1,107 @@
+package infra
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gantryhq/gantry/internal/runner"
+)
+
+// unitCommand is a plan or apply of one unit in its own checkout.
+type unitCommand struct {
+	RepoURL  string
+	Commit   string
+	Unit     string   // the unit's directory, relative to the checkout
+	Init     []string // template run first; may be empty
+	Main     []string // template of the plan or apply
+	PlanFile string   // absolute path of the plan file
+	Role     string   // IAM role ARN to run as; "" runs as Gantry
+	Session  string   // the role session's name
+}
+
+// expand fills a command template's placeholders. Each placeholder is
+// replaced inside its own argument: no shell ever sees the result.
+func expand(template []string, dir, planFile string) []string {
+	argv := make([]string, len(template))
+	for i, a := range template {
+		a = strings.ReplaceAll(a, "{dir}", dir)
+		argv[i] = strings.ReplaceAll(a, "{plan_file}", planFile)
+	}
+	return argv
+}
+
+// run checks the commit out into ws, then runs the init and main commands
+// in the unit, streaming their output to sink. A failed init is the
+// result; the main command does not run.
+func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner.Sink) (runner.Result, error) {
+	mirror, err := s.Git.Fetch(ctx, c.RepoURL, c.Commit)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("fetching %s: %w", c.Commit, err)
+	}
+	checkout := checkoutDir(ws)
+	if err := mirror.Checkout(ctx, c.Commit, checkout); err != nil {
+		return runner.Result{}, err
+	}
+	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), checkout) }()
+	dir, err := runner.SafePath(checkout, c.Unit)
+	if err != nil {
+		return runner.Result{}, fmt.Errorf("unit %s: %w", c.Unit, err)
+	}
+	env := slices.Clone(s.Env)
+	if c.Role != "" {
+		if s.Roles == nil {
+			return runner.Result{}, fmt.Errorf("unit %s runs as %s, but this Gantry has no AWS access configured", c.Unit, c.Role)
+		}
+		roleEnv, err := s.Roles.RoleEnv(ctx, c.Role, c.Session, s.commandTimeout())
+		if err != nil {
+			return runner.Result{}, fmt.Errorf("assuming %s: %w", c.Role, err)
+		}
+		env = append(env, roleEnv...)
+	}
+	for _, template := range [][]string{c.Init, c.Main} {
+		if len(template) == 0 {
+			continue
+		}
+		res, err := runner.Run(ctx, runner.Command{
+			Argv: expand(template, dir, c.PlanFile), Dir: checkout, Env: env, Timeout: s.commandTimeout(),
+		}, sink)
+		if err != nil || !res.Success() || slices.Equal(template, c.Main) {
+			return res, err
+		}
+	}
+	return runner.Result{}, fmt.Errorf("unit %s: no command to run", c.Unit)
+}
+
+// planOutcome reads a plan's exit code. With -detailed-exitcode, 0 is "no
+// changes" and 2 "changes"; without it a plan that succeeds counts as
+// having changes, so it is voted on.
+func planOutcome(template []string, res runner.Result) (ok, changes bool) {
+	if res.TimedOut || res.Cancelled {
+		return false, false
+	}
+	detailed := slices.Contains(template, "-detailed-exitcode")
+	switch {
+	case res.ExitCode == 0:
+		return true, !detailed
+	case res.ExitCode == 2 && detailed:
+		return true, true
+	}
+	return false, false
+}
+
+// failure describes a command that did not succeed.
+func failure(what string, res runner.Result, err error) string {
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s could not run: %v", what, err)
+	case res.TimedOut:
+		return fmt.Sprintf("%s timed out after %s", what, res.Duration.Round(1e9))
+	case res.Cancelled:
+		return what + " was cancelled"
+	case res.Signal != "":
+		return fmt.Sprintf("%s was %s", what, res.Signal)
+	}
+	return fmt.Sprintf("%s failed (exit code %d)", what, res.ExitCode)
+}

@@ -1,0 +1,244 @@
+package infra
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gantryhq/gantry/internal/mail"
+	"github.com/gantryhq/gantry/internal/runner"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// PlanExecution plans an execution at the merge commit and keeps the plan
+// file. A plan with changes goes to its voters; one without changes
+// succeeds at once; a failed one fails and aborts what depends on it.
+func (s *Service) PlanExecution(ctx context.Context, id int64) error {
+	db := s.Queue.DB()
+	x, err := models.ExecutionByID(ctx, db, id)
+	if err != nil {
+		return err
+	}
+	if x.Status != models.ExecRunning || x.Step != models.StepPlanning {
+		return nil
+	}
+	run, err := models.RunByID(ctx, db, x.RunID)
+	if err != nil {
+		return err
+	}
+	repo, err := models.RepositoryByName(ctx, db, run.Repository)
+	if err != nil {
+		return err
+	}
+	x.PlanStartedAt, x.PlanOutput = ptr(s.now()), ""
+	if err := models.UpdateExecution(ctx, db, x, "plan_started_at", "plan_output"); err != nil {
+		return err
+	}
+	ws, err := s.workspace("exec-" + x.ExecutionID)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	planFile := filepath.Join(ws, "plan.tfplan")
+	res, runErr := s.run(ctx, ws, unitCommand{
+		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
+		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
+	}, s.outputSink(x.ID, models.StepPlanning))
+	ok, changes := planOutcome(x.PlanCommand, res)
+	var saved []byte
+	if ok && changes {
+		if saved, err = os.ReadFile(planFile); err != nil {
+			ok, runErr = false, fmt.Errorf("the plan command wrote no plan file at {plan_file}: %w", err)
+		}
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		run, err := models.LockRun(ctx, tx, x.RunID)
+		if err != nil {
+			return err
+		}
+		if x, err = models.ExecutionByID(ctx, tx, id); err != nil || x.Status != models.ExecRunning || x.Step != models.StepPlanning {
+			return err
+		}
+		exit := res.ExitCode
+		x.PlanExitCode = &exit
+		switch {
+		case !ok:
+			return s.finish(ctx, tx, run, x, false, failure("plan", res, runErr), "gantry")
+		case !changes:
+			x.HasChanges = &changes
+			if err := models.UpdateExecution(ctx, tx, x, "plan_exit_code", "has_changes"); err != nil {
+				return err
+			}
+			return s.finish(ctx, tx, run, x, true, "", "gantry")
+		}
+		a := &models.Approval{Subject: ExecutionTarget(x.ExecutionID), Voters: x.Voters, MinApprovals: x.MinApprovalCount, MinRejections: x.MinRejectionCount}
+		if err := models.InsertApproval(ctx, tx, a); err != nil {
+			return err
+		}
+		x.HasChanges, x.PlanFile, x.ApprovalID, x.Step = &changes, saved, &a.ID, models.StepVoting
+		if err := models.UpdateExecution(ctx, tx, x, "plan_exit_code", "has_changes", "plan_file", "approval_id", "step"); err != nil {
+			return err
+		}
+		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionPlanned, "gantry",
+			map[string]any{"cfg_path": x.CfgPath, "voters": x.Voters, "min_approvals": x.MinApprovalCount}); err != nil {
+			return err
+		}
+		for _, v := range x.Voters {
+			if err := tx.Enqueue(ctx, jobs.RequestVoteArgs{ExecutionID: x.ID, Voter: v}, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// outputSink streams a command's output into the execution's row.
+func (s *Service) outputSink(id int64, step string) runner.Sink {
+	db := s.Queue.DB()
+	return runner.SinkFunc(func(ctx context.Context, c runner.Chunk) error {
+		return models.AppendExecutionOutput(ctx, db, id, step, c.Text)
+	})
+}
+
+// finish ends an execution (the caller locked its run) and advances the run.
+func (s *Service) finish(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, succeeded bool, why, actor string) error {
+	x.Status, x.Error, x.FinishedAt = models.ExecFailed, why, ptr(s.now())
+	event := EventExecutionFailed
+	if succeeded {
+		x.Status, event = models.ExecSucceeded, EventExecutionSucceeded
+	}
+	if err := models.UpdateExecution(ctx, tx, x, "status", "error", "finished_at", "plan_exit_code", "apply_exit_code"); err != nil {
+		return err
+	}
+	detail := map[string]any{"cfg_path": x.CfgPath}
+	if why != "" {
+		detail["error"] = why
+	}
+	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), event, actor, detail); err != nil {
+		return err
+	}
+	return s.advance(ctx, tx, run, actor)
+}
+
+// RequestVote emails one voter a signed link to the execution's approval
+// page; the link votes as that voter without a login.
+func (s *Service) RequestVote(ctx context.Context, id int64, voter string) error {
+	db := s.Queue.DB()
+	x, err := models.ExecutionByID(ctx, db, id)
+	if err != nil {
+		return err
+	}
+	if x.Status != models.ExecRunning || x.Step != models.StepVoting {
+		return nil // decided (or aborted) before this mail went out
+	}
+	run, err := models.RunByID(ctx, db, x.RunID)
+	if err != nil {
+		return err
+	}
+	link, err := s.VotingLink(x, voter)
+	if err != nil {
+		return err
+	}
+	msg := voteRequest(run, x, voter, link)
+	if s.Mail == nil {
+		s.Logger.WarnContext(ctx, "no mail configured: vote request not sent", "voter", voter, "execution", x.ExecutionID, "link", link)
+		return nil
+	}
+	return s.Mail.Send(ctx, msg)
+}
+
+// VotingLink is the page where voter votes on x without signing in.
+func (s *Service) VotingLink(x *models.Execution, voter string) (string, error) {
+	token, err := s.Signer.Sign(approvalClaims(x, voter, s.now().Add(s.linkLifetime()), rand.Text()))
+	if err != nil {
+		return "", err
+	}
+	return s.BaseURL + "/approvals/link/" + token, nil
+}
+
+func voteRequest(run *models.Run, x *models.Execution, voter, link string) mail.Message {
+	summary := planSummary(x.PlanOutput)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your vote is needed before Gantry applies this plan.\n\n")
+	fmt.Fprintf(&b, "Repository:  %s (pull request #%d: %s)\n", run.Repository, run.PRNumber, run.PRTitle)
+	fmt.Fprintf(&b, "Unit:        %s\nAccount:     %s\nExecution:   %s\nCommit:      %s\n", x.CfgPath, x.AccountName, x.ExecutionID, run.MergeCommit)
+	fmt.Fprintf(&b, "Approvals:   at least %d of %d voters apply it; %d rejection(s) stop it.\n\n", x.MinApprovalCount, len(x.Voters), x.MinRejectionCount)
+	if summary != "" {
+		fmt.Fprintf(&b, "%s\n\n", summary)
+	}
+	fmt.Fprintf(&b, "Review the plan and vote (this link is yours; it votes as %s):\n%s\n", voter, link)
+	return mail.Message{
+		To:      []string{voter},
+		Subject: fmt.Sprintf("[Gantry] Vote on %s (%s) for %s#%d", x.CfgPath, x.AccountName, run.Repository, run.PRNumber),
+		Text:    b.String(),
+	}
+}
+
+// planSummary is terraform's one-line verdict ("Plan: 1 to add, …"), if the
+// output has one.
+func planSummary(output string) string {
+	for _, line := range strings.Split(output, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "Plan:") || strings.HasPrefix(line, "No changes.") {
+			return line
+		}
+	}
+	return ""
+}
+
+// ApplyExecution applies the saved plan the voters approved, in a fresh
+// checkout of the merge commit: never a new plan.
+func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
+	db := s.Queue.DB()
+	x, err := models.ExecutionByID(ctx, db, id)
+	if err != nil {
+		return err
+	}
+	if x.Status != models.ExecRunning || x.Step != models.StepApplying {
+		return nil
+	}
+	run, err := models.RunByID(ctx, db, x.RunID)
+	if err != nil {
+		return err
+	}
+	repo, err := models.RepositoryByName(ctx, db, run.Repository)
+	if err != nil {
+		return err
+	}
+	x.ApplyOutput = ""
+	if err := models.UpdateExecution(ctx, db, x, "apply_output"); err != nil {
+		return err
+	}
+	ws, err := s.workspace("apply-" + x.ExecutionID)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	planFile := filepath.Join(ws, "plan.tfplan")
+	if err := os.WriteFile(planFile, x.PlanFile, 0o600); err != nil {
+		return err
+	}
+	res, runErr := s.run(ctx, ws, unitCommand{
+		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
+		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
+	}, s.outputSink(x.ID, models.StepApplying))
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		run, err := models.LockRun(ctx, tx, x.RunID)
+		if err != nil {
+			return err
+		}
+		if x, err = models.ExecutionByID(ctx, tx, id); err != nil || x.Status != models.ExecRunning || x.Step != models.StepApplying {
+			return err
+		}
+		exit := res.ExitCode
+		x.ApplyExitCode = &exit
+		if runErr != nil || !res.Success() {
+			return s.finish(ctx, tx, run, x, false, failure("apply", res, runErr), "gantry")
+		}
+		return s.finish(ctx, tx, run, x, true, "", "gantry")
+	})
+}

@@ -1,0 +1,159 @@
+// Package infra is the infrastructure delivery area (seed 000): repositories
+// from gantry.yaml, GitHub deliveries, plans of pull requests, and after a
+// merge a run of executions applied in dependency order, each planned only
+// once everything it depends on is applied, with a vote between plan and
+// apply. Web handlers and job workers call it; which executions a run makes
+// and which start next is the pure engine in internal/infrarun, reading
+// Terragrunt is internal/tgraph, git is internal/gitrepo, commands go
+// through internal/runner.
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/gitrepo"
+	"github.com/gantryhq/gantry/internal/mail"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// Log events of this area. Every transition of a run and an execution is one.
+const (
+	EventRepositoryRegistered = "repository-registered"
+	EventRepositoryRemoved    = "repository-removed"
+	EventPullRequestPlanned   = "pull-request-planned"
+	EventRunQueued            = "run-queued"
+	EventRunStarted           = "run-started"
+	EventRunSucceeded         = "run-succeeded"
+	EventRunFailed            = "run-failed"
+	EventMergeLockTaken       = "merge-lock-taken"
+	EventMergeLockReleased    = "merge-lock-released"
+	EventExecutionStarted     = "execution-started"
+	EventExecutionPlanned     = "execution-planned"
+	EventExecutionVoted       = "execution-voted"
+	EventExecutionApproved    = "execution-approved"
+	EventExecutionApplying    = "execution-applying"
+	EventExecutionSucceeded   = "execution-succeeded"
+	EventExecutionFailed      = "execution-failed"
+	EventExecutionAborted     = "execution-aborted"
+)
+
+// Service is the infrastructure delivery area.
+type Service struct {
+	Queue  *jobs.Queue
+	Logger *slog.Logger
+	// Git is the cache of repository mirrors.
+	Git *gitrepo.Cache
+	// WorkDir holds the checkouts and plan files of commands under way.
+	WorkDir string
+	// Getenv reads webhook secrets and status tokens by the variable names
+	// gantry.yaml gives.
+	Getenv func(string) string
+	// GitHubAPI is GitHub's REST API base URL ("" for api.github.com); a
+	// GitHub Enterprise server's, or a test's.
+	GitHubAPI  string
+	HTTPClient *http.Client
+	// BaseURL is Gantry's public address, for links in statuses and mail.
+	BaseURL string
+	// Mail sends the vote requests; nil logs them instead.
+	Mail mail.Sender
+	// Signer signs the voting links.
+	Signer approval.Signer
+	// LinkLifetime is how long a voting link works.
+	LinkLifetime time.Duration
+	// Roles gives commands the environment of an assumed role; nil refuses
+	// accounts with plan or apply roles.
+	Roles RoleAssumer
+	// CommandTimeout bounds one plan or apply.
+	CommandTimeout time.Duration
+	// Env is added to every plan and apply (for example TF_CLI_CONFIG_FILE,
+	// TF_PLUGIN_CACHE_DIR).
+	Env []string
+	Now func() time.Time
+}
+
+// RoleAssumer assumes an IAM role for one command (awsenv.Provider).
+type RoleAssumer interface {
+	RoleEnv(ctx context.Context, roleARN, sessionName string, duration time.Duration) ([]string, error)
+}
+
+// Defaults for the zero fields of a Service.
+const (
+	DefaultLinkLifetime   = 7 * 24 * time.Hour
+	DefaultCommandTimeout = 2 * time.Hour
+)
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) linkLifetime() time.Duration {
+	if s.LinkLifetime > 0 {
+		return s.LinkLifetime
+	}
+	return DefaultLinkLifetime
+}
+
+func (s *Service) commandTimeout() time.Duration {
+	if s.CommandTimeout > 0 {
+		return s.CommandTimeout
+	}
+	return DefaultCommandTimeout
+}
+
+// RunTarget, ExecutionTarget and RepositoryTarget are the log targets of
+// this area.
+func RunTarget(id int64) string                 { return fmt.Sprintf("run:%d", id) }
+func ExecutionTarget(executionID string) string { return "execution:" + executionID }
+func RepositoryTarget(name string) string       { return "repository:" + name }
+
+// DeploymentID is the deployment a run's log entries belong to.
+func DeploymentID(r *models.Run) string { return fmt.Sprintf("%s#%d", r.Repository, r.PRNumber) }
+
+func (s *Service) log(ctx context.Context, tx jobs.Tx, run *models.Run, target, event, actor string, detail map[string]any) error {
+	return models.AppendLog(ctx, tx, &models.LogEntry{
+		DeploymentID: DeploymentID(run), TargetID: target, Revision: run.MergeCommit,
+		Event: event, Actor: actor, Detail: detail,
+	})
+}
+
+// workspace makes a fresh directory for one command's checkout and plan
+// file; the caller removes it.
+func (s *Service) workspace(name string) (string, error) {
+	if err := os.MkdirAll(s.WorkDir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the work directory: %w", err)
+	}
+	return os.MkdirTemp(s.WorkDir, name+"-")
+}
+
+// newRand gives each run its own source for the execution ids' digits.
+func newRand() *rand.Rand { return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) }
+
+func notFound(err error, what string) error {
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "No %s.", what)
+	}
+	return err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func checkoutDir(ws string) string { return filepath.Join(ws, "checkout") }

@@ -1,0 +1,202 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/internal/infrarun"
+	"github.com/gantryhq/gantry/internal/runner"
+	"github.com/gantryhq/gantry/internal/tgraph"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// PlanPullRequest finds the units a pull request's head changes (their own
+// files or files they read, against the merge base with the trunk) and
+// queues a plan of each, with a pending status per unit.
+func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number int, headSHA string) error {
+	db := s.Queue.DB()
+	pr, err := models.PullRequestByNumber(ctx, db, repoName, number)
+	if err != nil {
+		return err
+	}
+	if pr.State != models.PROpen || pr.HeadSHA != headSHA {
+		return nil // closed, merged or pushed to since
+	}
+	repo, err := models.RepositoryByName(ctx, db, repoName)
+	if err != nil {
+		return err
+	}
+	units, scanErr := s.changedUnits(ctx, repo, headSHA)
+	if scanErr != nil && !isConfigError(scanErr) {
+		return scanErr
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if scanErr != nil {
+			// A malformed terragrunt.hcl: the author sees why on the
+			// pull request, and a push fixing it plans again.
+			if err := models.SetPlanError(ctx, tx, repoName, number, headSHA, scanErr.Error()); err != nil {
+				return err
+			}
+			if !repo.PlanStatuses {
+				return nil
+			}
+			return s.queueStatus(ctx, tx, repo, headSHA, github.Status{
+				State: github.StateError, Context: "gantry/plan", Description: scanErr.Error(),
+				TargetURL: s.BaseURL + fmt.Sprintf("/infra/%s/pulls/%d", repo.Name, number),
+			})
+		}
+		if err := models.SetPlanError(ctx, tx, repoName, number, headSHA, ""); err != nil {
+			return err
+		}
+		plans := make([]*models.PRPlan, len(units))
+		for i, u := range units {
+			plans[i] = &models.PRPlan{Repository: repoName, PRNumber: number, HeadSHA: headSHA, Path: u, Status: models.PlanQueued}
+		}
+		inserted, err := models.InsertPRPlans(ctx, tx, plans)
+		if err != nil {
+			return err
+		}
+		for _, p := range inserted {
+			if err := tx.Enqueue(ctx, jobs.RunPRPlanArgs{PlanID: p.ID}, nil); err != nil {
+				return err
+			}
+			if repo.PlanStatuses {
+				if err := s.queueStatus(ctx, tx, repo, headSHA, s.planStatus(p, github.StatePending, "plan queued")); err != nil {
+					return err
+				}
+			}
+		}
+		return models.AppendLog(ctx, tx, &models.LogEntry{
+			DeploymentID: fmt.Sprintf("%s#%d", repoName, number), TargetID: RepositoryTarget(repoName), Revision: headSHA,
+			Event: EventPullRequestPlanned, Actor: "gantry", Detail: map[string]any{"pull_request": number, "units": units},
+		})
+	})
+}
+
+func (s *Service) planStatus(p *models.PRPlan, state github.State, description string) github.Status {
+	return github.Status{
+		State: state, Context: github.PlanContext(p.Path), Description: description,
+		TargetURL: s.BaseURL + fmt.Sprintf("/infra/plans/%d", p.ID),
+	}
+}
+
+// changedUnits scans the head and returns the units whose files changed
+// since the merge base with the trunk, in dependency order.
+func (s *Service) changedUnits(ctx context.Context, repo *models.Repository, head string) ([]string, error) {
+	mirror, err := s.Git.Fetch(ctx, repo.URL, head, "refs/heads/"+repo.Trunk)
+	if err != nil {
+		return nil, err
+	}
+	base, err := mirror.MergeBase(ctx, "refs/heads/"+repo.Trunk, head)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := mirror.ChangedFiles(ctx, base, head)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.workspace("scan")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(ws)
+	dir := checkoutDir(ws)
+	if err := mirror.Checkout(ctx, head, dir); err != nil {
+		return nil, err
+	}
+	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), dir) }()
+	g, err := tgraph.Scan(dir)
+	if err != nil {
+		return nil, err
+	}
+	return g.Affected(changes.Paths()).Changed, nil
+}
+
+// isConfigError reports whether err is the repository's fault (a file that
+// does not parse, a cycle, a missing dependency), which retrying cannot fix.
+func isConfigError(err error) bool {
+	var te *tgraph.Error
+	return errors.As(err, &te)
+}
+
+// RunPRPlan plans one unit of a pull request at its head, streaming the
+// output into the plan's row, and posts the outcome as a commit status.
+func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
+	db := s.Queue.DB()
+	p, err := models.PRPlanByID(ctx, db, planID)
+	if err != nil {
+		return err
+	}
+	started, err := models.StartPRPlan(ctx, db, planID)
+	if err != nil || !started {
+		return err
+	}
+	repo, err := models.RepositoryByName(ctx, db, p.Repository)
+	if err != nil {
+		return err
+	}
+	ws, err := s.workspace(fmt.Sprintf("plan-%d", p.ID))
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	var role string
+	if acc := accountFor(repo.Accounts, p.Path); acc != nil {
+		role = acc.PlanRole
+	}
+	// The sink learns of a newer push when its append finds the plan no
+	// longer running; stopping the command then saves the runner's time.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errSuperseded := errors.New("superseded by a newer push")
+	sink := runner.SinkFunc(func(sctx context.Context, c runner.Chunk) error {
+		n, err := models.AppendPRPlanOutput(sctx, db, p.ID, c.Text)
+		if err == nil && n == 0 {
+			cancel(errSuperseded)
+		}
+		return err
+	})
+	res, runErr := s.run(ctx, ws, unitCommand{
+		RepoURL: repo.URL, Commit: p.HeadSHA, Unit: p.Path, Init: repo.InitCommand, Main: repo.PlanCommand,
+		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: fmt.Sprintf("pr-%d", p.PRNumber),
+	}, sink)
+	if errors.Is(context.Cause(ctx), errSuperseded) {
+		return nil
+	}
+	ok, changes := planOutcome(repo.PlanCommand, res)
+	exit := res.ExitCode
+	p.ExitCode, p.HasChanges = &exit, &changes
+	p.Status, p.Error = models.PlanSucceeded, ""
+	state, description := github.StateSuccess, "no changes"
+	if changes {
+		description = "changes to apply"
+	}
+	if !ok {
+		p.Status, p.Error = models.PlanFailed, failure("plan", res, runErr)
+		p.HasChanges = nil
+		state, description = github.StateFailure, p.Error
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		finished, err := models.FinishPRPlan(ctx, tx, p)
+		if err != nil || !finished || !repo.PlanStatuses {
+			return err
+		}
+		return s.queueStatus(ctx, tx, repo, p.HeadSHA, s.planStatus(p, state, description))
+	})
+}
+
+func accountFor(accounts []models.Account, dir string) *models.Account {
+	paths := make([]string, len(accounts))
+	for i, a := range accounts {
+		paths[i] = a.Path
+	}
+	if i := infrarun.AccountIndex(paths, dir); i >= 0 {
+		return &accounts[i]
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gantryhq/gantry/internal/gitrepo"
+	"github.com/gantryhq/gantry/internal/infrarun"
+	"github.com/gantryhq/gantry/internal/runner"
+	"github.com/gantryhq/gantry/internal/tgraph"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// StartRun takes the repository's merge lock for a queued run, scans the
+// merge and creates the run's executions. When another run holds the lock
+// the run stays queued; the holder starts it when it releases the lock.
+func (s *Service) StartRun(ctx context.Context, runID int64) error {
+	var run *models.Run
+	var repo *models.Repository
+	took := false
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		var err error
+		if run, err = models.LockRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if run.Status != models.RunQueued {
+			took = run.Status == models.RunScanning // a retry after a crash mid-scan
+			return nil
+		}
+		if took, err = models.TakeMergeLock(ctx, tx, run); err != nil || !took {
+			return err
+		}
+		run.Status, run.StartedAt = models.RunScanning, ptr(s.now())
+		if err := models.UpdateRun(ctx, tx, run, "status", "started_at"); err != nil {
+			return err
+		}
+		if err := s.log(ctx, tx, run, RunTarget(run.ID), EventMergeLockTaken, "gantry", map[string]any{"pull_request": run.PRNumber}); err != nil {
+			return err
+		}
+		if err := s.log(ctx, tx, run, RunTarget(run.ID), EventRunStarted, "gantry", map[string]any{"scan": run.Scan}); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, jobs.RefreshMergeLockArgs{Repository: run.Repository}, nil)
+	})
+	if err != nil || !took {
+		return err
+	}
+	if repo, err = models.RepositoryByName(ctx, s.Queue.DB(), run.Repository); err != nil {
+		return err
+	}
+	units, deleted, scanErr := s.scan(ctx, repo, run)
+	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
+		return scanErr // git or the database: River retries
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		run, err := models.LockRun(ctx, tx, runID)
+		if err != nil || run.Status != models.RunScanning {
+			return err
+		}
+		var specs []infrarun.Spec
+		if scanErr == nil {
+			specs, scanErr = infrarun.Plan(run.PRNumber, run.MergeCommit, units, engineAccounts(repo.Accounts), newRand())
+		}
+		run.DeletedUnits = nonNil(deleted)
+		if scanErr != nil {
+			run.Error = scanErr.Error()
+			return s.endRun(ctx, tx, run, false)
+		}
+		xs := make([]*models.Execution, len(specs))
+		for i, sp := range specs {
+			acc := accountFor(repo.Accounts, sp.CfgPath)
+			xs[i] = &models.Execution{
+				ExecutionID: sp.ExecutionID, RunID: run.ID, CfgPath: sp.CfgPath, CfgDeps: nonNil(sp.CfgDeps),
+				AccountName: sp.Account, AccountPath: sp.AccountPath, AccountDeps: nonNil(sp.AccountDeps),
+				InitCommand: repo.InitCommand, PlanCommand: repo.PlanCommand, ApplyCommand: repo.ApplyCommand,
+				PlanRoleARN: acc.PlanRole, ApplyRoleARN: acc.ApplyRole,
+				Voters: acc.Voters, MinApprovalCount: acc.MinApprovals, MinRejectionCount: acc.MinRejections,
+				Status: models.ExecWaiting,
+			}
+		}
+		if err := models.InsertExecutions(ctx, tx, xs); err != nil {
+			return err
+		}
+		run.Status = models.RunRunning
+		if err := models.UpdateRun(ctx, tx, run, "status", "base_commit", "deleted_units"); err != nil {
+			return err
+		}
+		return s.advance(ctx, tx, run, "gantry")
+	})
+}
+
+// errScan marks a scan failure that is the repository's, not Gantry's.
+var errScan = errors.New("scan")
+
+// scan collects the run's units at the merge commit, with their
+// dependencies, and the units the merge deleted.
+func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (units []infrarun.Unit, deleted []string, err error) {
+	mirror, err := s.Git.Fetch(ctx, repo.URL, run.MergeCommit)
+	if err != nil {
+		return nil, nil, err
+	}
+	base, err := s.baseOf(ctx, mirror, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	run.BaseCommit = base
+	ws, err := s.workspace(fmt.Sprintf("scan-%d", run.ID))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(ws)
+	dir := checkoutDir(ws)
+	if err := mirror.Checkout(ctx, run.MergeCommit, dir); err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), dir) }()
+	g, err := tgraph.Scan(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var paths []string
+	if run.Scan == "plan" {
+		if paths, err = s.planAll(ctx, repo, run, dir, g); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		changes, err := mirror.ChangedFiles(ctx, base, run.MergeCommit)
+		if err != nil {
+			return nil, nil, err
+		}
+		aff := g.Affected(changes.Paths())
+		paths, deleted = aff.Selected, aff.Deleted
+	}
+	for _, p := range paths {
+		units = append(units, infrarun.Unit{Path: p, Deps: g.Unit(p).Dependencies})
+	}
+	return units, deleted, nil
+}
+
+// baseOf is what the merge is compared with: for a merge commit its first
+// parent (the trunk before the merge), so exactly what the pull request
+// brought counts; for a squash or rebase merge, the merge base of its
+// parent and the pull request's head, which may count more, never less.
+func (s *Service) baseOf(ctx context.Context, mirror *gitrepo.Mirror, run *models.Run) (string, error) {
+	parents, err := mirror.Parents(ctx, run.MergeCommit)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(parents) == 0:
+		return gitrepo.EmptyTree, nil
+	case len(parents) >= 2 || run.HeadSHA == "" || run.HeadSHA == run.MergeCommit:
+		return parents[0], nil
+	}
+	if _, err := s.Git.Fetch(ctx, mirror.URL, run.HeadSHA); err != nil {
+		return parents[0], nil // the head is gone (a deleted fork): the parent is the best left
+	}
+	return mirror.MergeBase(ctx, parents[0], run.HeadSHA)
+}
+
+// planAll is the scan type plan: a plan of every unit at the merge commit,
+// keeping those whose plan has changes (exit code 2).
+func (s *Service) planAll(ctx context.Context, repo *models.Repository, run *models.Run, checkout string, g *tgraph.Graph) ([]string, error) {
+	order, err := g.Order()
+	if err != nil {
+		return nil, err
+	}
+	var changed, failed []string
+	for _, p := range order {
+		dir, err := runner.SafePath(checkout, p)
+		if err != nil {
+			return nil, err
+		}
+		planFile := filepath.Join(filepath.Dir(checkout), "scan.tfplan")
+		var res runner.Result
+		for _, template := range [][]string{repo.InitCommand, repo.PlanCommand} {
+			if len(template) == 0 {
+				continue
+			}
+			res, err = runner.Run(ctx, runner.Command{Argv: expand(template, dir, planFile), Dir: checkout, Env: s.Env, Timeout: s.commandTimeout()}, nil)
+			if err != nil {
+				return nil, err
+			}
+			if !res.Success() {
+				break
+			}
+		}
+		ok, changes := planOutcome(repo.PlanCommand, res)
+		switch {
+		case !ok:
+			failed = append(failed, p)
+		case changes:
+			changed = append(changed, p)
+		}
+	}
+	if len(failed) > 0 {
+		return nil, fmt.Errorf("%w: the plan failed in %s", errScan, strings.Join(failed, ", "))
+	}
+	return changed, nil
+}
+
+func engineAccounts(accounts []models.Account) []infrarun.Account {
+	out := make([]infrarun.Account, len(accounts))
+	for i, a := range accounts {
+		out[i] = infrarun.Account{Name: a.Name, Path: a.Path, DependsOn: a.DependsOn}
+	}
+	return out
+}
+
+// advance applies the engine's next step to a run whose row the caller
+// locked: executions whose dependencies all succeeded start (all at once),
+// those below a failure are aborted, and a run with nothing left ends.
+func (s *Service) advance(ctx context.Context, tx jobs.Tx, run *models.Run, actor string) error {
+	xs, err := models.ExecutionsOfRun(ctx, tx, run.ID)
+	if err != nil {
+		return err
+	}
+	states := make([]infrarun.State, len(xs))
+	byID := make(map[int64]*models.Execution, len(xs))
+	for i := range xs {
+		x := &xs[i]
+		byID[x.ID] = x
+		states[i] = infrarun.State{ID: x.ID, CfgPath: x.CfgPath, Account: x.AccountName, CfgDeps: x.CfgDeps, AccountDeps: x.AccountDeps, Status: x.Status}
+	}
+	step := infrarun.Next(states)
+	now := s.now()
+	for _, id := range step.Abort {
+		x := byID[id]
+		x.Status, x.FinishedAt, x.Error = models.ExecAborted, &now, "aborted: a directory or account it depends on did not succeed"
+		if err := models.UpdateExecution(ctx, tx, x, "status", "finished_at", "error"); err != nil {
+			return err
+		}
+		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionAborted, actor, map[string]any{"cfg_path": x.CfgPath}); err != nil {
+			return err
+		}
+	}
+	for _, id := range step.Start {
+		x := byID[id]
+		x.Status, x.Step, x.ReadyAt, x.StartedAt = models.ExecRunning, models.StepPlanning, &now, &now
+		if err := models.UpdateExecution(ctx, tx, x, "status", "step", "ready_at", "started_at"); err != nil {
+			return err
+		}
+		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionStarted, actor, map[string]any{"cfg_path": x.CfgPath, "account": x.AccountName}); err != nil {
+			return err
+		}
+		if err := tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID}, nil); err != nil {
+			return err
+		}
+	}
+	if step.Done {
+		if !step.Succeeded && run.Error == "" {
+			run.Error = failedSummary(xs)
+		}
+		return s.endRun(ctx, tx, run, step.Succeeded)
+	}
+	return nil
+}
+
+func failedSummary(xs []models.Execution) string {
+	var failed []string
+	for _, x := range xs {
+		if x.Status == models.ExecFailed {
+			failed = append(failed, x.CfgPath)
+		}
+	}
+	slices.Sort(failed)
+	if len(failed) == 0 {
+		return ""
+	}
+	return "failed: " + strings.Join(failed, ", ")
+}
+
+// endRun ends a run, releases the merge lock, starts the next queued run of
+// the repository and refreshes the open pull requests' merge-lock status.
+func (s *Service) endRun(ctx context.Context, tx jobs.Tx, run *models.Run, succeeded bool) error {
+	run.Status, run.FinishedAt = models.RunFailed, ptr(s.now())
+	event := EventRunFailed
+	if succeeded {
+		run.Status, event = models.RunSucceeded, EventRunSucceeded
+	}
+	if err := models.UpdateRun(ctx, tx, run, "status", "finished_at", "error", "base_commit", "deleted_units"); err != nil {
+		return err
+	}
+	if err := s.log(ctx, tx, run, RunTarget(run.ID), event, "gantry", map[string]any{"error": run.Error, "deleted_units": run.DeletedUnits}); err != nil {
+		return err
+	}
+	if err := models.ReleaseMergeLock(ctx, tx, run.Repository, run.ID); err != nil {
+		return err
+	}
+	if err := s.log(ctx, tx, run, RunTarget(run.ID), EventMergeLockReleased, "gantry", nil); err != nil {
+		return err
+	}
+	next, err := models.OldestQueuedRun(ctx, tx, run.Repository)
+	switch {
+	case err == nil:
+		if err := tx.Enqueue(ctx, jobs.StartRunArgs{RunID: next.ID}, nil); err != nil {
+			return err
+		}
+	case !errors.Is(err, models.ErrNotFound):
+		return err
+	}
+	return tx.Enqueue(ctx, jobs.RefreshMergeLockArgs{Repository: run.Repository}, nil)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,221 @@
+package infra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// Delivery is a webhook request as GitHub sent it.
+type Delivery struct {
+	Event     string // X-GitHub-Event
+	ID        string // X-GitHub-Delivery
+	Signature string // X-Hub-Signature-256
+	Body      []byte
+}
+
+// WebhookResult is the answer to a delivery.
+type WebhookResult struct {
+	Status  int // 200 ping or already received, 202 accepted, 204 ignored
+	Message string
+}
+
+// ReceiveWebhook checks a delivery and, when it concerns a configured
+// repository's trunk, records it and queues its work in one transaction. It
+// never does the work itself: GitHub waits ten seconds at most.
+func (s *Service) ReceiveWebhook(ctx context.Context, d Delivery) (WebhookResult, error) {
+	repos, err := models.ListRepositories(ctx, s.Queue.DB())
+	if err != nil {
+		return WebhookResult{}, err
+	}
+	// The signature is checked against every repository's secret before
+	// anything of the body is believed, the repository it names included.
+	var signedFor []models.Repository
+	for _, r := range repos {
+		secret := s.Getenv(r.WebhookSecretEnv)
+		if secret != "" && github.VerifySignature([]byte(secret), d.Body, d.Signature) == nil {
+			signedFor = append(signedFor, r)
+		}
+	}
+	if len(signedFor) == 0 {
+		return WebhookResult{}, apperr.New(apperr.Unauthorized, "The %s header does not match the body signed with any configured repository's webhook secret.", github.HeaderSignature)
+	}
+	ev, err := github.ParseEvent(d.Event, d.Body)
+	if err != nil {
+		return WebhookResult{}, apperr.New(apperr.Invalid, "%v", err)
+	}
+	var repoOfEvent github.Repository
+	switch e := ev.(type) {
+	case github.Ping:
+		if !e.Subscribed(github.EventPullRequest) {
+			return WebhookResult{Status: http.StatusOK, Message: "pong; this hook does not send pull_request events, which Gantry needs"}, nil
+		}
+		return WebhookResult{Status: http.StatusOK, Message: "pong"}, nil
+	case github.PullRequest:
+		repoOfEvent = e.Repository
+		repo := matchRepository(signedFor, e.Repository)
+		if repo == nil {
+			return ignored("repository %s is not configured in Gantry", e.Repository.FullName), nil
+		}
+		if e.Base.Ref != repo.Trunk {
+			return ignored("pull request #%d targets %s, not the trunk %s", e.Number, e.Base.Ref, repo.Trunk), nil
+		}
+		if !e.IsActivity() && e.Action != github.ActionClosed {
+			return ignored("action %s needs no plan", e.Action), nil
+		}
+		if strings.TrimSpace(d.ID) == "" || len(d.ID) > 200 {
+			return WebhookResult{}, apperr.Field(github.HeaderDelivery, "is required: GitHub's delivery id, which makes redeliveries harmless")
+		}
+		return s.accept(ctx, repo, d, e.Action, repoOfEvent)
+	default:
+		return ignored("Gantry does not act on %s events", d.Event), nil
+	}
+}
+
+func ignored(format string, args ...any) WebhookResult {
+	return WebhookResult{Status: http.StatusNoContent, Message: fmt.Sprintf(format, args...)}
+}
+
+func (s *Service) accept(ctx context.Context, repo *models.Repository, d Delivery, action string, ghRepo github.Repository) (WebhookResult, error) {
+	res := WebhookResult{Status: http.StatusAccepted, Message: "accepted"}
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		fresh, err := models.RecordDelivery(ctx, tx, &models.WebhookDelivery{
+			DeliveryID: d.ID, Event: d.Event, Action: action, Repository: repo.Name, Payload: d.Body,
+		})
+		if err != nil {
+			return err
+		}
+		if !fresh {
+			res = WebhookResult{Status: http.StatusOK, Message: fmt.Sprintf("delivery %s was already received", d.ID)}
+			return nil
+		}
+		if ghRepo.FullName != "" {
+			if err := models.SetGitHubFullName(ctx, tx, repo.Name, ghRepo.FullName); err != nil {
+				return err
+			}
+		}
+		return tx.Enqueue(ctx, jobs.HandleDeliveryArgs{DeliveryID: d.ID}, nil)
+	})
+	return res, err
+}
+
+// matchRepository finds the configured repository an event is about: the
+// one whose URL is the event's clone, SSH or web URL, or names its
+// owner/name.
+func matchRepository(repos []models.Repository, r github.Repository) *models.Repository {
+	for i := range repos {
+		want := normalizeURL(repos[i].URL)
+		for _, u := range []string{r.CloneURL, r.SSHURL, r.HTMLURL} {
+			if u != "" && normalizeURL(u) == want {
+				return &repos[i]
+			}
+		}
+		if r.FullName != "" && strings.HasSuffix(want, "/"+strings.ToLower(r.FullName)) {
+			return &repos[i]
+		}
+	}
+	return nil
+}
+
+// normalizeURL reduces the spellings of one repository's URL to one:
+// https://github.com/a/b.git, git@github.com:a/b and ssh://git@github.com/a/b
+// all become github.com/a/b.
+func normalizeURL(u string) string {
+	u = strings.ToLower(strings.TrimSpace(u))
+	for _, p := range []string{"https://", "http://", "ssh://", "git://", "file://"} {
+		u = strings.TrimPrefix(u, p)
+	}
+	if at := strings.Index(u, "@"); at >= 0 && !strings.HasPrefix(u, "/") {
+		u = u[at+1:]
+	}
+	if i := strings.Index(u, ":"); i > 0 && !strings.HasPrefix(u, "/") {
+		u = u[:i] + "/" + u[i+1:]
+	}
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "/"), ".git")
+	return u
+}
+
+// HandleDelivery does the work of a recorded delivery: a pull request's
+// new head is planned, a merge queues a run, a closed one stops planning.
+func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
+	db := s.Queue.DB()
+	d, err := models.DeliveryByID(ctx, db, deliveryID)
+	if err != nil {
+		return err
+	}
+	ev, err := github.ParseEvent(d.Event, d.Payload)
+	if err != nil {
+		return fmt.Errorf("delivery %s: %w", deliveryID, err)
+	}
+	e, ok := ev.(github.PullRequest)
+	if !ok {
+		return nil
+	}
+	repo, err := models.RepositoryByName(ctx, db, d.Repository)
+	if err != nil {
+		return err
+	}
+	pr := &models.PullRequest{
+		Repository: repo.Name, Number: e.Number, Title: e.Title, Author: e.User, HTMLURL: e.HTMLURL,
+		BaseRef: e.Base.Ref, HeadRef: e.Head.Ref, HeadSHA: e.Head.SHA, State: models.PROpen,
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		switch {
+		case e.IsActivity():
+			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
+				return err
+			}
+			// A newer push makes the older plans moot; a running one
+			// notices at its next output and stops.
+			if _, err := models.CancelOlderPlans(ctx, tx, repo.Name, e.Number, e.Head.SHA); err != nil {
+				return err
+			}
+			if err := tx.Enqueue(ctx, jobs.PlanPullRequestArgs{Repository: repo.Name, Number: e.Number, HeadSHA: e.Head.SHA}, nil); err != nil {
+				return err
+			}
+			return s.postMergeLockStatus(ctx, tx, repo, pr)
+		case e.IsMerge():
+			if e.MergeCommitSHA == "" {
+				return fmt.Errorf("delivery %s: merged pull request #%d has no merge commit", deliveryID, e.Number)
+			}
+			pr.State, pr.MergeCommitSHA = models.PRMerged, e.MergeCommitSHA
+			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
+				return err
+			}
+			if _, err := models.CancelOlderPlans(ctx, tx, repo.Name, e.Number, ""); err != nil {
+				return err
+			}
+			if _, err := models.RunOfMerge(ctx, tx, repo.Name, e.MergeCommitSHA); err == nil {
+				return nil // a second delivery of the same merge under another id
+			} else if !errors.Is(err, models.ErrNotFound) {
+				return err
+			}
+			run := &models.Run{
+				Repository: repo.Name, PRNumber: e.Number, PRTitle: e.Title, BaseRef: e.Base.Ref, HeadRef: e.Head.Ref,
+				HeadSHA: e.Head.SHA, MergeCommit: e.MergeCommitSHA, Scan: repo.Scan,
+			}
+			if err := models.InsertRun(ctx, tx, run); err != nil {
+				return err
+			}
+			if err := s.log(ctx, tx, run, RunTarget(run.ID), EventRunQueued, "github:"+e.MergedBy,
+				map[string]any{"pull_request": e.Number, "merge_commit": e.MergeCommitSHA, "delivery": deliveryID}); err != nil {
+				return err
+			}
+			return tx.Enqueue(ctx, jobs.StartRunArgs{RunID: run.ID}, nil)
+		default: // closed without merging
+			pr.State = models.PRClosed
+			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
+				return err
+			}
+			_, err := models.CancelOlderPlans(ctx, tx, repo.Name, e.Number, "")
+			return err
+		}
+	})
+}

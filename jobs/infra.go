@@ -1,0 +1,223 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// Infra is what the infrastructure delivery workers need; the infra service
+// implements it (declared here to keep jobs free of the areas).
+type Infra interface {
+	HandleDelivery(ctx context.Context, deliveryID string) error
+	PlanPullRequest(ctx context.Context, repo string, number int, headSHA string) error
+	RunPRPlan(ctx context.Context, planID int64) error
+	StartRun(ctx context.Context, runID int64) error
+	PlanExecution(ctx context.Context, executionID int64) error
+	RequestVote(ctx context.Context, executionID int64, voter string) error
+	ApplyExecution(ctx context.Context, executionID int64) error
+	PostStatus(ctx context.Context, args PostStatusArgs) error
+	RefreshMergeLock(ctx context.Context, repo string) error
+}
+
+// Commands run for at most this long in a job; the runner's own timeout is
+// shorter, so a job ends with its command's outcome, not River's.
+const infraJobTimeout = 3 * time.Hour
+
+func infraOpts(maxAttempts int) river.InsertOpts {
+	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// HandleDeliveryArgs does the work of one GitHub delivery, recorded by the
+// webhook in the same transaction.
+type HandleDeliveryArgs struct {
+	DeliveryID string `json:"delivery_id"`
+}
+
+func (HandleDeliveryArgs) Kind() string                 { return "github_delivery" }
+func (HandleDeliveryArgs) InsertOpts() river.InsertOpts { return infraOpts(10) }
+
+type HandleDeliveryWorker struct {
+	river.WorkerDefaults[HandleDeliveryArgs]
+	Infra Infra
+}
+
+func (w *HandleDeliveryWorker) Work(ctx context.Context, job *river.Job[HandleDeliveryArgs]) error {
+	return w.Infra.HandleDelivery(ctx, job.Args.DeliveryID)
+}
+
+// PlanPullRequestArgs finds the changed units of a pull request's head and
+// queues a plan of each.
+type PlanPullRequestArgs struct {
+	Repository string `json:"repository"`
+	Number     int    `json:"number"`
+	HeadSHA    string `json:"head_sha"`
+}
+
+func (PlanPullRequestArgs) Kind() string { return "plan_pull_request" }
+
+// Not unique: a reopened pull request plans its head again.
+func (PlanPullRequestArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 5}
+}
+
+type PlanPullRequestWorker struct {
+	river.WorkerDefaults[PlanPullRequestArgs]
+	Infra Infra
+}
+
+func (w *PlanPullRequestWorker) Work(ctx context.Context, job *river.Job[PlanPullRequestArgs]) error {
+	return w.Infra.PlanPullRequest(ctx, job.Args.Repository, job.Args.Number, job.Args.HeadSHA)
+}
+
+// RunPRPlanArgs plans one unit of a pull request.
+type RunPRPlanArgs struct {
+	PlanID int64 `json:"plan_id"`
+}
+
+func (RunPRPlanArgs) Kind() string                 { return "run_pr_plan" }
+func (RunPRPlanArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
+
+type RunPRPlanWorker struct {
+	river.WorkerDefaults[RunPRPlanArgs]
+	Infra Infra
+}
+
+func (w *RunPRPlanWorker) Timeout(*river.Job[RunPRPlanArgs]) time.Duration { return infraJobTimeout }
+
+func (w *RunPRPlanWorker) Work(ctx context.Context, job *river.Job[RunPRPlanArgs]) error {
+	return w.Infra.RunPRPlan(ctx, job.Args.PlanID)
+}
+
+// StartRunArgs takes the merge lock for a run and scans the merge; a run
+// that finds the lock held stays queued until the holder releases it.
+type StartRunArgs struct {
+	RunID int64 `json:"run_id"`
+}
+
+func (StartRunArgs) Kind() string { return "start_run" }
+
+// Not unique: a queued run is started again each time the lock is released.
+func (StartRunArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 5}
+}
+
+type StartRunWorker struct {
+	river.WorkerDefaults[StartRunArgs]
+	Infra Infra
+}
+
+func (w *StartRunWorker) Timeout(*river.Job[StartRunArgs]) time.Duration { return infraJobTimeout }
+
+func (w *StartRunWorker) Work(ctx context.Context, job *river.Job[StartRunArgs]) error {
+	return w.Infra.StartRun(ctx, job.Args.RunID)
+}
+
+// PlanExecutionArgs plans an execution whose dependencies have succeeded.
+type PlanExecutionArgs struct {
+	ExecutionID int64 `json:"execution_id"`
+}
+
+func (PlanExecutionArgs) Kind() string                 { return "plan_execution" }
+func (PlanExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
+
+type PlanExecutionWorker struct {
+	river.WorkerDefaults[PlanExecutionArgs]
+	Infra Infra
+}
+
+func (w *PlanExecutionWorker) Timeout(*river.Job[PlanExecutionArgs]) time.Duration {
+	return infraJobTimeout
+}
+
+func (w *PlanExecutionWorker) Work(ctx context.Context, job *river.Job[PlanExecutionArgs]) error {
+	return w.Infra.PlanExecution(ctx, job.Args.ExecutionID)
+}
+
+// RequestVoteArgs emails one voter a link to vote on an execution's plan.
+type RequestVoteArgs struct {
+	ExecutionID int64  `json:"execution_id"`
+	Voter       string `json:"voter"`
+}
+
+func (RequestVoteArgs) Kind() string                 { return "request_vote" }
+func (RequestVoteArgs) InsertOpts() river.InsertOpts { return infraOpts(10) }
+
+type RequestVoteWorker struct {
+	river.WorkerDefaults[RequestVoteArgs]
+	Infra Infra
+}
+
+func (w *RequestVoteWorker) Work(ctx context.Context, job *river.Job[RequestVoteArgs]) error {
+	return w.Infra.RequestVote(ctx, job.Args.ExecutionID, job.Args.Voter)
+}
+
+// ApplyExecutionArgs applies an approved execution's saved plan. A retry
+// after a crash applies the same saved plan, which terraform refuses once
+// state moved on ("saved plan is stale"): the execution then fails, it
+// never applies something nobody saw.
+type ApplyExecutionArgs struct {
+	ExecutionID int64 `json:"execution_id"`
+}
+
+func (ApplyExecutionArgs) Kind() string                 { return "apply_execution" }
+func (ApplyExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
+
+type ApplyExecutionWorker struct {
+	river.WorkerDefaults[ApplyExecutionArgs]
+	Infra Infra
+}
+
+func (w *ApplyExecutionWorker) Timeout(*river.Job[ApplyExecutionArgs]) time.Duration {
+	return infraJobTimeout
+}
+
+func (w *ApplyExecutionWorker) Work(ctx context.Context, job *river.Job[ApplyExecutionArgs]) error {
+	return w.Infra.ApplyExecution(ctx, job.Args.ExecutionID)
+}
+
+// PostStatusArgs posts one commit status to GitHub; on its own so that
+// GitHub being down retries the status, not the plan.
+type PostStatusArgs struct {
+	Repository  string `json:"repository"`
+	SHA         string `json:"sha"`
+	State       string `json:"state"`
+	Context     string `json:"context"`
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+func (PostStatusArgs) Kind() string { return "post_commit_status" }
+func (PostStatusArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 8}
+}
+
+type PostStatusWorker struct {
+	river.WorkerDefaults[PostStatusArgs]
+	Infra Infra
+}
+
+func (w *PostStatusWorker) Work(ctx context.Context, job *river.Job[PostStatusArgs]) error {
+	return w.Infra.PostStatus(ctx, job.Args)
+}
+
+// RefreshMergeLockArgs posts the merge-lock status on the head of every
+// open pull request of a repository, after the lock changed hands.
+type RefreshMergeLockArgs struct {
+	Repository string `json:"repository"`
+}
+
+func (RefreshMergeLockArgs) Kind() string { return "refresh_merge_lock" }
+func (RefreshMergeLockArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 8}
+}
+
+type RefreshMergeLockWorker struct {
+	river.WorkerDefaults[RefreshMergeLockArgs]
+	Infra Infra
+}
+
+func (w *RefreshMergeLockWorker) Work(ctx context.Context, job *river.Job[RefreshMergeLockArgs]) error {
+	return w.Infra.RefreshMergeLock(ctx, job.Args.Repository)
+}
