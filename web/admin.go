@@ -64,6 +64,7 @@ func (s *Server) setRoleForm(c echo.Context) error {
 	if err := access.SetRole(c.Request().Context(), s.DB.Bun, id, c.FormValue("role"), principalOf(c).Actor()); err != nil {
 		return err
 	}
+	s.authCache.forget()
 	return s.redirectWithFlash(c, "/admin/users", true, "Role changed.")
 }
 
@@ -78,6 +79,7 @@ func (s *Server) setDisabledForm(c echo.Context, disabled bool) error {
 	if err := access.SetDisabled(c.Request().Context(), s.DB.Bun, id, disabled, principalOf(c).Actor()); err != nil {
 		return err
 	}
+	s.authCache.forget()
 	msg := "User enabled."
 	if disabled {
 		msg = "User disabled: their sessions ended and their tokens stopped working."
@@ -301,6 +303,7 @@ func (s *Server) apiUpdateUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.authCache.forget()
 	u, err := models.UserByID(ctx, s.DB.Bun, id)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -27,7 +28,8 @@ const (
 
 // leaseClient admits callers on the allow list (gantry.yaml clients): a
 // token whose owner is one of a client's users, or an AWS identity from one
-// of a client's accounts. Each client has its own rate limit.
+// of a client's accounts. Each client has its own rate limit. Allow-list
+// answers are remembered for AuthCacheTTL (see authCache).
 func (s *Server) leaseClient(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		client, err := s.resolveLeaseClient(c)
@@ -57,7 +59,9 @@ func (s *Server) resolveLeaseClient(c echo.Context) (*models.Client, error) {
 		if err != nil {
 			return nil, apperr.New(apperr.Unauthorized, "AWS identity refused: %v", err)
 		}
-		client, err := models.ClientOfAWSAccount(ctx, s.DB.Bun, account)
+		client, err := s.authCache.client(ctx, "aws:"+account, func(ctx context.Context) (*models.Client, error) {
+			return models.ClientOfAWSAccount(ctx, s.DB.Bun, account)
+		})
 		if errors.Is(err, models.ErrNotFound) {
 			return nil, apperr.New(apperr.Forbidden, "AWS account %s is not on the allow list (clients in gantry.yaml).", account)
 		}
@@ -70,7 +74,9 @@ func (s *Server) resolveLeaseClient(c echo.Context) (*models.Client, error) {
 	if !p.Token.HasScope(auth.ScopeWrite) {
 		return nil, apperr.New(apperr.Forbidden, "This token lacks the %q scope.", auth.ScopeWrite)
 	}
-	client, err := models.ClientOfUser(ctx, s.DB.Bun, p.User.Email)
+	client, err := s.authCache.client(ctx, "user:"+strings.ToLower(p.User.Email), func(ctx context.Context) (*models.Client, error) {
+		return models.ClientOfUser(ctx, s.DB.Bun, p.User.Email)
+	})
 	if errors.Is(err, models.ErrNotFound) {
 		return nil, apperr.New(apperr.Forbidden, "%s is not on the allow list (clients in gantry.yaml).", p.User.Email)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,12 +15,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/web"
 )
 
 type poolSpec = servertest.Pool
@@ -555,4 +558,78 @@ func TestHistoryIsPrunedAfterTheRetention(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.StatusCode)
 	res, _ = b.call(t, "GET", "/allocations/"+ids[1], token, "")
 	require.Equal(t, http.StatusOK, res.StatusCode, "an active allocation is never pruned")
+}
+
+// The allocation API remembers tokens and allow-list answers for
+// web.AuthCacheTTL: changes made by another process (gantry admin, gantry
+// config apply, another web process) take effect within it, changes made
+// through this process at once.
+func TestRevocationReachesTheAllocationAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const yaml = "clients:\n  - name: ci\n    users: [%s]\npools:\n  - name: seats\n    kind: slot\nenvironments:\n  - {pool: seats, name: a}\n  - {pool: seats, name: b}\n"
+	b.sync(t, fmt.Sprintf(yaml, "ci@example.com"))
+	ci, err := models.UserByEmail(context.Background(), b.db.Bun, "ci@example.com")
+	if err != nil {
+		ci = b.user(t, "ci@example.com", models.RoleViewer)
+	}
+	admin := b.token(t, b.user(t, "root@example.com", models.RoleAdmin), "read", "write", "admin")
+	leaseAndReturn := func(t *testing.T, token string) int {
+		t.Helper()
+		res, body := b.call(t, "POST", "/allocations", token, `{"pool":"seats","requester":"r"}`)
+		if res.StatusCode == http.StatusOK {
+			id := body["allocations"].([]any)[0].(map[string]any)["id"].(string)
+			res, _ := b.call(t, "DELETE", "/allocations/"+id, token, "")
+			require.Equal(t, http.StatusOK, res.StatusCode)
+		}
+		return res.StatusCode
+	}
+	// refusedOnceTTLPassed checks that a call starting web.AuthCacheTTL
+	// after a change (committed by changedAt) sees it.
+	refusedOnceTTLPassed := func(t *testing.T, token string, want int, changedAt time.Time) {
+		t.Helper()
+		time.Sleep(time.Until(changedAt.Add(web.AuthCacheTTL)))
+		require.Equal(t, want, leaseAndReturn(t, token))
+	}
+	tokenID := func(t *testing.T) int64 {
+		tokens, err := models.ListTokens(context.Background(), b.db.Bun, ci.ID)
+		require.NoError(t, err)
+		return tokens[0].ID
+	}
+
+	t.Run("a token revoked by another process stops working within the TTL", func(t *testing.T) {
+		token := b.token(t, ci, "read", "write")
+		require.Equal(t, http.StatusOK, leaseAndReturn(t, token)) // remembered now
+		require.NoError(t, access.RevokeToken(context.Background(), b.db.Bun, tokenID(t), 0, "gantry-admin"))
+		refusedOnceTTLPassed(t, token, http.StatusUnauthorized, time.Now())
+	})
+	t.Run("a token revoked through this process stops working at once", func(t *testing.T) {
+		token := b.token(t, ci, "read", "write")
+		require.Equal(t, http.StatusOK, leaseAndReturn(t, token))
+		res, _ := b.call(t, "DELETE", "/api/v1/tokens/"+strconv.FormatInt(tokenID(t), 10), admin, "")
+		require.Equal(t, http.StatusNoContent, res.StatusCode)
+		require.Equal(t, http.StatusUnauthorized, leaseAndReturn(t, token))
+	})
+	t.Run("an owner disabled through this process is refused at once", func(t *testing.T) {
+		token := b.token(t, ci, "read", "write")
+		require.Equal(t, http.StatusOK, leaseAndReturn(t, token))
+		res, _ := b.call(t, "PATCH", "/api/v1/users/"+strconv.FormatInt(ci.ID, 10), admin, `{"disabled":true}`)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.Equal(t, http.StatusUnauthorized, leaseAndReturn(t, token))
+		res, _ = b.call(t, "PATCH", "/api/v1/users/"+strconv.FormatInt(ci.ID, 10), admin, `{"disabled":false}`)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+	})
+	t.Run("an owner disabled by another process is refused within the TTL", func(t *testing.T) {
+		token := b.token(t, ci, "read", "write")
+		require.Equal(t, http.StatusOK, leaseAndReturn(t, token))
+		require.NoError(t, access.SetDisabled(context.Background(), b.db.Bun, ci.ID, true, "gantry-admin"))
+		t.Cleanup(func() { _ = access.SetDisabled(context.Background(), b.db.Bun, ci.ID, false, "gantry-admin") })
+		refusedOnceTTLPassed(t, token, http.StatusUnauthorized, time.Now())
+	})
+	t.Run("a user taken off the allow list is refused within the TTL", func(t *testing.T) {
+		token := b.token(t, ci, "read", "write")
+		require.Equal(t, http.StatusOK, leaseAndReturn(t, token))
+		b.sync(t, fmt.Sprintf(yaml, "someone-else@example.com")) // gantry config apply
+		refusedOnceTTLPassed(t, token, http.StatusForbidden, time.Now())
+	})
 }

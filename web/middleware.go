@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -168,6 +169,7 @@ func (s *Server) logRequests() echo.MiddlewareFunc {
 
 // authenticate finds the caller from a bearer token or the session cookie.
 // It rejects a bad bearer token at once; a stale cookie is simply ignored.
+// Tokens are remembered for AuthCacheTTL (see authCache).
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
@@ -176,7 +178,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if !ok {
 				return apperr.New(apperr.Unauthorized, "Authorization header must be `Bearer <token>`.")
 			}
-			t, err := access.BearerToken(ctx, s.DB.Bun, strings.TrimSpace(secret))
+			secret = strings.TrimSpace(secret)
+			t, err := s.authCache.token(ctx, auth.HashSecret(secret), func(ctx context.Context) (*models.APIToken, error) {
+				return access.BearerToken(ctx, s.DB.Bun, secret)
+			})
 			if errors.Is(err, models.ErrNotFound) {
 				return apperr.New(apperr.Unauthorized, "The API token is unknown, revoked or expired.")
 			}

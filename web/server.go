@@ -54,6 +54,7 @@ type Server struct {
 	hub            *logHub
 	riverUIHandler http.Handler // nil until Serve starts it
 	clientLimits   *clientLimits
+	authCache      *authCache
 }
 
 // New builds the server and its routes.
@@ -61,7 +62,8 @@ func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger),
-		clientLimits: &clientLimits{limiters: map[string]*rate.Limiter{}, def: d.Config.APIRate}}
+		clientLimits: &clientLimits{limiters: map[string]*rate.Limiter{}, def: d.Config.APIRate},
+		authCache:    newAuthCache(AuthCacheTTL)}
 	s.metrics = newHTTPMetrics(d.Registry)
 	e.HTTPErrorHandler = s.handleError
 	s.routes()

@@ -107,7 +107,11 @@ func (s *Server) revokeToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor())
+	if err := access.RevokeToken(c.Request().Context(), s.DB.Bun, id, p.tokenOwnerScope(), p.Actor()); err != nil {
+		return err
+	}
+	s.authCache.forget()
+	return nil
 }
 
 func (s *Server) revokeTokenForm(c echo.Context) error {
