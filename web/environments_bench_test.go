@@ -1,10 +1,13 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,6 +63,7 @@ func benchAllocateRelease(b *testing.B, clients int) {
 	deadline := time.Now().Add(benchDuration)
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	goCPU0, pgCPU0 := processCPU(), backendsCPU(b, bundle)
 	start := time.Now()
 	for i := 0; i < clients; i++ {
 		wg.Add(1)
@@ -86,6 +91,7 @@ func benchAllocateRelease(b *testing.B, clients int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	goCPU, pgCPU := processCPU()-goCPU0, backendsCPU(b, bundle)-pgCPU0
 	b.StopTimer()
 
 	slices.Sort(latencies)
@@ -96,7 +102,58 @@ func benchAllocateRelease(b *testing.B, clients int) {
 	b.ReportMetric(ms(percentile(latencies, 0.50)), "p50_ms")
 	b.ReportMetric(ms(percentile(latencies, 0.99)), "p99_ms")
 	b.ReportMetric(float64(locked), "423s")
+	// Where the time goes, per op, whatever else the machine is doing: CPU
+	// of this process (server, River worker and the HTTP clients) and of
+	// the PostgreSQL backends serving this database.
+	b.ReportMetric(float64(goCPU.Microseconds())/float64(len(latencies)), "go_cpu_us/op")
+	if pgCPU >= 0 {
+		b.ReportMetric(float64(pgCPU.Microseconds())/float64(len(latencies)), "pg_cpu_us/op")
+	}
 }
+
+// processCPU is the CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendsCPU is the CPU time used so far by the PostgreSQL backends
+// connected to the bundle's database, read from /proc when the server runs on
+// this machine; -1 when it cannot be read. Gantry's pool keeps its
+// connections for the whole run, so the difference over the run is theirs.
+func backendsCPU(b *testing.B, bundle *bundle) time.Duration {
+	rows, err := bundle.db.Pool.Query(context.Background(), "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+	if err != nil {
+		return -1
+	}
+	defer rows.Close()
+	var total time.Duration
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return -1
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return -1
+		}
+		// Fields 14 and 15 (utime, stime) in clock ticks, after the
+		// parenthesised command name.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, _ := strconv.ParseInt(fields[11], 10, 64)
+		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		total += time.Duration(utime+stime) * time.Second / clockTicks
+	}
+	if rows.Err() != nil {
+		return -1
+	}
+	return total
+}
+
+const clockTicks = 100 // USER_HZ on Linux
 
 func benchAllocate(b *testing.B, client *http.Client, base, token string) (int, string) {
 	req, _ := http.NewRequest("POST", base+"/allocations", strings.NewReader(`{"pool":"bench","requester":"bench"}`))
@@ -109,6 +166,7 @@ func benchAllocate(b *testing.B, client *http.Client, base, token string) (int, 
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, res.Body)
 		return res.StatusCode, ""
 	}
 	var out allocateResponse
@@ -127,6 +185,9 @@ func benchRelease(b *testing.B, client *http.Client, base, token, id string) {
 		b.Error(err)
 		return
 	}
+	// Read to the end, as a real client does, or the transport closes the
+	// connection instead of keeping it alive for the next request.
+	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b.Errorf("release answered %d", res.StatusCode)
