@@ -2,12 +2,14 @@ package jobs
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/uptrace/bun"
+
+	"github.com/gantryhq/gantry/models"
 )
 
 // Queue is the one way Gantry starts background work: rows change and the
@@ -15,13 +17,16 @@ import (
 // never runs a job and a committed one always has its job.
 type Queue struct {
 	db       *bun.DB
-	inserter *river.Client[*sql.Tx]
+	inserter *river.Client[pgx.Tx]
 }
 
-// NewQueue builds an insert-only River client on Bun's *sql.DB (the same
-// pgx pool underneath).
+// NewQueue builds an insert-only River client. Its jobs go in through
+// River's pgx driver, on the pgx transaction beneath each Bun transaction
+// (models.PgxTx): one connection, one transaction, and pgx's own encoding of
+// River's arguments rather than database/sql's. db must come from
+// models.Open.
 func NewQueue(db *bun.DB) (*Queue, error) {
-	client, err := river.NewClient(riverdatabasesql.New(db.DB), &river.Config{})
+	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
 	if err != nil {
 		return nil, fmt.Errorf("creating River insert client: %w", err)
 	}
@@ -33,20 +38,45 @@ func NewQueue(db *bun.DB) (*Queue, error) {
 type Tx struct {
 	bun.Tx
 	queue *Queue
+	pgx   pgx.Tx // the same transaction, as River's pgx driver sees it
 }
+
+// Pgx is the same transaction as pgx sees it (models.Tx).
+func (tx Tx) Pgx() pgx.Tx { return tx.pgx }
 
 // Enqueue inserts a job that becomes visible to workers when the transaction commits.
 func (tx Tx) Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
-	if _, err := tx.queue.inserter.InsertTx(ctx, tx.Tx.Tx, args, opts); err != nil {
+	if _, err := tx.queue.inserter.InsertTx(ctx, tx.pgx, args, opts); err != nil {
 		return fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+	}
+	return nil
+}
+
+// EnqueueMany inserts jobs in one statement; they become visible to workers
+// when the transaction commits.
+func (tx Tx) EnqueueMany(ctx context.Context, params []river.InsertManyParams) error {
+	if len(params) == 0 {
+		return nil
+	}
+	if _, err := tx.queue.inserter.InsertManyTx(ctx, tx.pgx, params); err != nil {
+		return fmt.Errorf("enqueueing %d %s jobs: %w", len(params), params[0].Args.Kind(), err)
 	}
 	return nil
 }
 
 // InTx runs fn in one transaction; it commits only when fn returns nil.
 func (q *Queue) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
-	return q.db.RunInTx(ctx, nil, func(ctx context.Context, btx bun.Tx) error {
-		return fn(ctx, Tx{Tx: btx, queue: q})
+	conn, err := q.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("taking a database connection: %w", err)
+	}
+	defer conn.Close()
+	return conn.RunInTx(ctx, nil, func(ctx context.Context, btx bun.Tx) error {
+		ptx, err := models.PgxTxOf(conn)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, Tx{Tx: btx, queue: q, pgx: ptx})
 	})
 }
 

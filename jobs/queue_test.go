@@ -134,3 +134,36 @@ func TestPeriodicJobsAreUniqueWithinTheirPeriod(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT queue FROM river_job WHERE kind = 'prune_sessions'").Scan(&queueName))
 	require.Equal(t, jobs.QueueMaintenance, queueName)
 }
+
+func TestEnqueueManyIsPartOfTheTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	queue, err := jobs.NewQueue(db.Bun)
+	require.NoError(t, err)
+	many := []river.InsertManyParams{{Args: markArgs{Mark: "a"}}, {Args: markArgs{Mark: "b"}, InsertOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)}}}
+	count := func() int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'test_mark'").Scan(&n))
+		return n
+	}
+
+	boom := errors.New("something after the enqueue failed")
+	err = queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		require.NoError(t, tx.EnqueueMany(ctx, many))
+		// River's insert and Bun's queries share one transaction: the jobs
+		// are visible inside it.
+		var n int
+		require.NoError(t, tx.NewRaw("SELECT count(*) FROM river_job WHERE kind = 'test_mark'").Scan(ctx, &n))
+		require.Equal(t, 2, n)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Zero(t, count(), "rolled back with the transaction")
+
+	require.NoError(t, queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error { return tx.EnqueueMany(ctx, many) }))
+	require.Equal(t, 2, count())
+	var scheduled int
+	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'test_mark' AND state = 'scheduled'").Scan(&scheduled))
+	require.Equal(t, 1, scheduled, "each job keeps its own insert options")
+}

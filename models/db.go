@@ -68,16 +68,74 @@ func (c directConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return directConn{conn.(*stdlib.Conn)}, nil
+	return &directConn{Conn: conn.(*stdlib.Conn)}, nil
 }
 
-type directConn struct{ *stdlib.Conn }
+type directConn struct {
+	*stdlib.Conn
+	tx pgx.Tx // the transaction database/sql has open on this connection
+}
 
-func (c directConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+func (c *directConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if len(args) == 0 {
 		args = []driver.NamedValue{{Ordinal: 1, Value: pgx.QueryExecModeExec}}
 	}
 	return c.Conn.QueryContext(ctx, query, args)
+}
+
+// BeginTx begins transactions of the default isolation itself, as
+// stdlib.Conn would, so that it can hand the pgx.Tx to code that works in the
+// same transaction through pgx (River's pgx driver; see PgxTxOf).
+func (c *directConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if sql.IsolationLevel(opts.Isolation) != sql.LevelDefault || opts.ReadOnly {
+		return c.Conn.BeginTx(ctx, opts)
+	}
+	if c.Conn.Conn().IsClosed() {
+		return nil, driver.ErrBadConn
+	}
+	tx, err := c.Conn.Conn().Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.tx = tx
+	return directTx{ctx: ctx, conn: c}, nil
+}
+
+type directTx struct {
+	ctx  context.Context
+	conn *directConn
+}
+
+func (t directTx) Commit() error {
+	tx := t.conn.tx
+	t.conn.tx = nil
+	return tx.Commit(t.ctx)
+}
+
+func (t directTx) Rollback() error {
+	tx := t.conn.tx
+	t.conn.tx = nil
+	return tx.Rollback(t.ctx)
+}
+
+// PgxTxOf is the transaction that database/sql (and so Bun) has open on conn,
+// as a pgx.Tx: statements sent through either run in the same transaction.
+// conn must come from a database opened by Open, and a transaction begun on
+// it with the default options must be open.
+func PgxTxOf(conn bun.Conn) (pgx.Tx, error) {
+	var tx pgx.Tx
+	err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*directConn)
+		if !ok {
+			return fmt.Errorf("models: the connection is a %T, not one of a database opened by models.Open", dc)
+		}
+		tx = c.tx
+		return nil
+	})
+	if err == nil && tx == nil {
+		err = errors.New("models: no transaction is open on the connection")
+	}
+	return tx, err
 }
 
 // Close releases the pool.
