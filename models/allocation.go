@@ -41,14 +41,6 @@ type Allocation struct {
 // Active reports whether the allocation still holds its environment.
 func (a *Allocation) Active() bool { return a.EndedAt == nil }
 
-// InsertAllocations records the allocations of one request.
-func InsertAllocations(ctx context.Context, tx bun.IDB, allocs []*Allocation) error {
-	if _, err := tx.NewInsert().Model(&allocs).Returning("started_at").Exec(ctx); err != nil {
-		return fmt.Errorf("recording allocations: %w", uniqueViolation(err))
-	}
-	return nil
-}
-
 // SetCredentialRef records what revoking an allocation's credentials needs.
 func SetCredentialRef(ctx context.Context, tx bun.IDB, id uuid.UUID, ref string) error {
 	res, err := tx.NewUpdate().Model((*Allocation)(nil)).Set("credential_ref = ?", ref).Where("id = ?", id).Exec(ctx)
@@ -73,14 +65,6 @@ func LockAllocation(ctx context.Context, tx bun.IDB, id uuid.UUID) (*Allocation,
 		return nil, notFound(err)
 	}
 	return a, nil
-}
-
-// EndAllocation records the end of an active allocation, updating a.
-func EndAllocation(ctx context.Context, tx bun.IDB, a *Allocation, by, outcome string) error {
-	res, err := tx.NewUpdate().Model(a).
-		Set("ended_at = now(), ended_by = ?, outcome = ?", by, outcome).
-		WherePK().Where("ended_at IS NULL").Returning("ended_at, ended_by, outcome").Exec(ctx)
-	return affectedOne(res, err)
 }
 
 // ExtendAllocation moves an active allocation's expiry.

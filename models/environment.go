@@ -217,13 +217,6 @@ func ListEnvironments(ctx context.Context, db bun.IDB, f EnvironmentFilter) ([]E
 	return envs, err
 }
 
-// SetEnvironmentsInUse marks locked environments as leased.
-func SetEnvironmentsInUse(ctx context.Context, tx bun.IDB, ids []int64) error {
-	_, err := tx.NewUpdate().Model((*Environment)(nil)).
-		Set("status = 'in_use', updated_at = now()").Where("id IN (?)", bun.In(ids)).Exec(ctx)
-	return err
-}
-
 // StartCleaning marks an environment as cleaning under cleanupID.
 func StartCleaning(ctx context.Context, tx bun.IDB, envID int64, cleanupID uuid.UUID) error {
 	res, err := tx.NewUpdate().Model((*Environment)(nil)).
@@ -264,21 +257,6 @@ func FinishCleaning(ctx context.Context, db bun.IDB, envID int64, cleanupID uuid
 	}
 	n, err := res.RowsAffected()
 	return e, n == 1, err
-}
-
-// ReleaseClean makes a released environment that needs no cleaning
-// available again at once (or deregistered, when it was removed meanwhile).
-func ReleaseClean(ctx context.Context, tx bun.IDB, envID int64) (*Environment, error) {
-	e := new(Environment)
-	res, err := tx.NewUpdate().Model(e).
-		Set("status = CASE WHEN deregister_requested_at IS NULL THEN 'available' ELSE 'deregistered' END").
-		Set("deregistered_at = CASE WHEN deregister_requested_at IS NULL THEN NULL ELSE now() END").
-		Set("last_released_at = now(), cleanup_id = NULL, updated_at = now()").
-		Where("id = ?", envID).Where("status = 'in_use'").Returning("*").Exec(ctx)
-	if err := affectedOne(res, err); err != nil {
-		return nil, err
-	}
-	return e, nil
 }
 
 // MarkClean is the operator's "this dirty environment is fine": it becomes
@@ -398,32 +376,10 @@ func LockConfigSync(ctx context.Context, tx bun.IDB) error {
 	return err
 }
 
-// LockLeasable locks up to limit environments of pool that may be leased now
-// and match at least one of the requirements, in the order they should be
-// taken (released longest ago first), skipping rows other transactions have
-// locked: concurrent allocations take different environments instead of
-// waiting for each other.
-func LockLeasable(ctx context.Context, tx bun.IDB, pool string, requirements []map[string]string, limit int) ([]Environment, error) {
-	var envs []Environment
-	q := tx.NewSelect().Model(&envs).
-		Where("pool = ?", pool).Where("status = 'available'").Where("deregister_requested_at IS NULL")
-	anyEnv := false
-	for _, r := range requirements {
-		anyEnv = anyEnv || len(r) == 0
-	}
-	if !anyEnv {
-		q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-			for _, r := range requirements {
-				q = q.WhereOr("capabilities @> ?", capabilitiesJSON(r))
-			}
-			return q
-		})
-	}
-	err := q.OrderExpr("last_released_at ASC NULLS FIRST, id").Limit(int64(limit)).For("UPDATE SKIP LOCKED").Scan(ctx)
-	return envs, err
-}
-
 func capabilitiesJSON(caps map[string]string) string {
+	if caps == nil {
+		return "{}"
+	}
 	b, _ := json.Marshal(caps)
 	return string(b)
 }

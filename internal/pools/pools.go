@@ -188,38 +188,36 @@ func (s *Service) Allocate(ctx context.Context, req allocation.Request, client, 
 	if err := req.Validate(); err != nil {
 		return nil, fieldErrors(err)
 	}
-	pool, err := models.PoolByName(ctx, s.Queue.DB(), req.Pool)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", req.Pool))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !pool.AllowsClient(client) {
-		return nil, apperr.New(apperr.Forbidden, "Client %s may not lease from pool %s.", client, pool.Name)
-	}
-	kind, err := s.kind(pool.Kind)
-	if err != nil {
-		return nil, err
-	}
 	wanted := req.Wanted()
 	window := len(wanted)
 	for {
-		leases, exhausted, err := s.claim(ctx, pool, kind, wanted, window, req.Requester, client, actor)
+		leases, exhausted, err := s.claim(ctx, req.Pool, wanted, window, req.Requester, client, actor)
 		if err != nil || leases != nil {
 			return leases, err
 		}
 		if exhausted {
-			return nil, s.whyNot(ctx, pool, wanted)
+			return nil, s.whyNot(ctx, req.Pool, client, wanted)
 		}
 		window *= 2
 	}
 }
 
-// whyNot explains a request that cannot be served: 400 when the pool could
-// not serve it even with every environment free, 423 otherwise.
-func (s *Service) whyNot(ctx context.Context, pool *models.Pool, wanted []allocation.Requirement) error {
-	registered, err := models.ListEnvironments(ctx, s.Queue.DB(), models.EnvironmentFilter{Pool: pool.Name})
+// whyNot explains a request that cannot be served: 400 for an unknown pool,
+// 403 for a client the pool does not serve, 400 when the pool could not
+// serve it even with every environment free, 423 otherwise.
+func (s *Service) whyNot(ctx context.Context, name, client string, wanted []allocation.Requirement) error {
+	db := s.Queue.DB()
+	pool, err := models.PoolByName(ctx, db, name)
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", name))
+	}
+	if err != nil {
+		return err
+	}
+	if !pool.AllowsClient(client) {
+		return forbidden(pool, client)
+	}
+	registered, err := models.ListEnvironments(ctx, db, models.EnvironmentFilter{Pool: pool.Name})
 	if err != nil {
 		return err
 	}
@@ -229,20 +227,38 @@ func (s *Service) whyNot(ctx context.Context, pool *models.Pool, wanted []alloca
 	return unavailable(pool)
 }
 
+func forbidden(pool *models.Pool, client string) error {
+	return apperr.New(apperr.Forbidden, "Client %s may not lease from pool %s.", client, pool.Name)
+}
+
 // claim locks up to window matching environments and, when they can serve
 // the request, records the allocations, obtains credentials, schedules the
 // timeouts and commits. It returns no leases and exhausted when fewer than
 // window environments were leasable (widening cannot help), and no leases
 // and !exhausted when a wider window might.
-func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, wanted []allocation.Requirement, window int, requester, client, actor string) (leases []Lease, exhausted bool, err error) {
+func (s *Service) claim(ctx context.Context, poolName string, wanted []allocation.Requirement, window int, requester, client, actor string) (leases []Lease, exhausted bool, err error) {
 	reqCaps := make([]map[string]string, len(wanted))
 	for i, r := range wanted {
 		reqCaps[i] = r.Capabilities
 	}
+	var pool *models.Pool
+	var kind Kind
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		leases = nil
-		locked, err := models.LockLeasable(ctx, tx, pool.Name, reqCaps, window)
+		var locked []models.Environment
+		var err error
+		pool, locked, err = models.LockLeasable(ctx, tx, poolName, reqCaps, window)
 		if err != nil {
+			return err
+		}
+		if pool == nil { // nothing leasable, or no such pool: whyNot tells
+			exhausted = true
+			return errNotEnough
+		}
+		if !pool.AllowsClient(client) {
+			return forbidden(pool, client)
+		}
+		if kind, err = s.kind(pool.Kind); err != nil {
 			return err
 		}
 		exhausted = len(locked) < window
@@ -254,39 +270,38 @@ func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, wante
 		for i := range locked {
 			byID[locked[i].ID] = &locked[i]
 		}
-		now := time.Now()
-		expires := now.Add(pool.Session())
+		expires := time.Now().Add(pool.Session())
 		requestID := uuid.New()
 		allocs := make([]*models.Allocation, len(picks))
+		entries := make([]*models.LogEntry, len(picks))
+		timeouts := make([]river.InsertManyParams, len(picks))
 		for i, id := range picks {
-			allocs[i] = &models.Allocation{ID: uuid.New(), RequestID: requestID, EnvironmentID: id, Pool: pool.Name,
+			a := &models.Allocation{ID: uuid.New(), RequestID: requestID, EnvironmentID: id, Pool: pool.Name,
 				Requester: requester, Client: client, Capabilities: byID[id].Capabilities, ExpiresAt: expires}
-		}
-		if err := models.InsertAllocations(ctx, tx, allocs); err != nil {
-			return err
-		}
-		if err := models.SetEnvironmentsInUse(ctx, tx, picks); err != nil {
-			return err
-		}
-		for _, a := range allocs {
-			env := byID[a.EnvironmentID]
-			if err := tx.Enqueue(ctx, jobs.AllocationTimeoutArgs{AllocationID: a.ID}, &river.InsertOpts{ScheduledAt: a.ExpiresAt}); err != nil {
-				return err
-			}
-			if err := s.log(ctx, tx, env, EventAllocated, actor, map[string]any{
+			allocs[i] = a
+			entries[i] = logEntry(byID[id], EventAllocated, actor, map[string]any{
 				"allocation": a.ID.String(), "requester": requester, "client": client, "expires_at": a.ExpiresAt,
-			}); err != nil {
-				return err
-			}
+			})
+			timeouts[i] = river.InsertManyParams{Args: jobs.AllocationTimeoutArgs{AllocationID: a.ID}, InsertOpts: &river.InsertOpts{ScheduledAt: a.ExpiresAt}}
+		}
+		// One statement records the allocations, marks the environments in
+		// use and writes the log; one more schedules every timeout.
+		if err := models.RecordAllocations(ctx, tx, allocs, entries); err != nil {
+			return err
+		}
+		for _, id := range picks {
+			byID[id].Status = models.EnvInUse
+		}
+		if err := tx.EnqueueMany(ctx, timeouts); err != nil {
+			return err
 		}
 		// Credentials last, just before commit: when anything above fails
-		// none were issued, and when one grant fails the ones before it are
-		// revoked and the environments stay available.
+		// none were issued, and when a grant fails the ones before it are
+		// revoked (below) and the environments stay available.
 		for _, a := range allocs {
 			env := byID[a.EnvironmentID]
 			creds, ref, err := kind.Grant(ctx, pool, env, a.ID.String(), a.ExpiresAt)
 			if err != nil {
-				s.revokeLeases(pool, kind, leases)
 				return fmt.Errorf("issuing credentials for %s: %w", env.Name(), err)
 			}
 			a.CredentialRef = ref
@@ -295,7 +310,6 @@ func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, wante
 				continue
 			}
 			if err := models.SetCredentialRef(ctx, tx, a.ID, ref); err != nil {
-				s.revokeLeases(pool, kind, leases)
 				return err
 			}
 		}
@@ -305,7 +319,8 @@ func (s *Service) claim(ctx context.Context, pool *models.Pool, kind Kind, wante
 		return nil, exhausted, nil
 	}
 	if err != nil && len(leases) > 0 {
-		// The commit failed after credentials were issued.
+		// A later grant, or the commit, failed after credentials were
+		// issued.
 		s.revokeLeases(pool, kind, leases)
 	}
 	if err != nil {
@@ -340,18 +355,24 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, client, by, outcome
 	}
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		ended = false
-		a, err = models.LockAllocation(ctx, tx, id)
-		if err != nil || (client != "" && a.Client != client) {
-			return notFound(models.ErrNotFound, id)
-		}
-		env := a.Environment
-		if !a.Active() {
+		var pool *models.Pool
+		a, pool, err = models.EndActiveAllocation(ctx, tx, id, client, by, outcome)
+		if errors.Is(err, models.ErrNotFound) {
+			// Not active, or not this client's: an ended allocation is
+			// released again harmlessly, others are not found.
+			a, err = models.AllocationByID(ctx, tx, id)
+			if err != nil || (client != "" && a.Client != client) {
+				return notFound(models.ErrNotFound, id)
+			}
+			if a.Active() {
+				return fmt.Errorf("releasing allocation %s: its pool %s is not registered", id, a.Pool)
+			}
 			return nil
 		}
-		pool, err := models.PoolByNameAny(ctx, tx, a.Pool)
 		if err != nil {
 			return err
 		}
+		env := a.Environment
 		kind, err := s.kind(pool.Kind)
 		if err != nil {
 			return err
@@ -361,20 +382,17 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, client, by, outcome
 		if err := kind.Revoke(ctx, pool, env, a.CredentialRef, time.Now()); err != nil {
 			return fmt.Errorf("revoking credentials of %s: %w", env.Name(), err)
 		}
-		if err := models.EndAllocation(ctx, tx, a, by, outcome); err != nil {
-			return err
-		}
-		if kind.NeedsCleanup(pool) {
-			if err := s.startCleanup(ctx, tx, pool, env, a.ID); err != nil {
-				return err
-			}
-		} else if err := s.releaseClean(ctx, tx, env); err != nil {
-			return err
-		}
-		ended = true
-		return s.log(ctx, tx, env, EventReleased, actor, map[string]any{
+		released := logEntry(env, EventReleased, actor, map[string]any{
 			"allocation": a.ID.String(), "ended_by": by, "outcome": outcome, "requester": a.Requester,
 		})
+		ended = true
+		if !kind.NeedsCleanup(pool) {
+			return s.returnEnvironment(ctx, tx, env, released)
+		}
+		if err := s.startCleanup(ctx, tx, pool, env, a.ID); err != nil {
+			return err
+		}
+		return models.AppendLog(ctx, tx, released)
 	})
 	if err != nil {
 		return nil, false, err
@@ -382,14 +400,16 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, client, by, outcome
 	return a, ended, nil
 }
 
-// releaseClean makes an environment that needs no cleaning available again
-// (or deregistered) in the releasing transaction.
-func (s *Service) releaseClean(ctx context.Context, tx jobs.Tx, env *models.Environment) error {
-	after, err := models.ReleaseClean(ctx, tx, env.ID)
-	if err != nil || after.Status != models.EnvDeregistered {
+// returnEnvironment makes an environment that needs no cleaning available
+// again (or deregistered) and logs its release, in the releasing
+// transaction.
+func (s *Service) returnEnvironment(ctx context.Context, tx jobs.Tx, env *models.Environment, released *models.LogEntry) error {
+	status, err := models.ReturnEnvironment(ctx, tx, env.ID, []*models.LogEntry{released})
+	if err != nil || status != models.EnvDeregistered {
 		return err
 	}
-	return s.log(ctx, tx, after, EventDeregistered, "gantry:release", nil)
+	env.Status = status
+	return s.log(ctx, tx, env, EventDeregistered, "gantry:release", nil)
 }
 
 // startCleanup marks env cleaning under cleanupID and schedules the cleanup
@@ -588,7 +608,11 @@ func (s *Service) PruneHistory(ctx context.Context) (int64, error) {
 }
 
 func (s *Service) log(ctx context.Context, tx jobs.Tx, env *models.Environment, event, actor string, detail map[string]any) error {
-	return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: Target(env), Event: event, Actor: actor, Detail: detail})
+	return models.AppendLog(ctx, tx, logEntry(env, event, actor, detail))
+}
+
+func logEntry(env *models.Environment, event, actor string, detail map[string]any) *models.LogEntry {
+	return &models.LogEntry{TargetID: Target(env), Event: event, Actor: actor, Detail: detail}
 }
 
 func engineEnvironments(envs []models.Environment) []allocation.Environment {
