@@ -60,6 +60,9 @@ func InsertRun(ctx context.Context, tx bun.IDB, r *Run) error {
 	if r.DeletedUnits == nil {
 		r.DeletedUnits = []string{}
 	}
+	if r.Status == "" {
+		r.Status = RunQueued
+	}
 	_, err := tx.NewInsert().Model(r).Returning("id, status, created_at").Exec(ctx)
 	return err
 }
@@ -284,7 +287,7 @@ func ExecutionsAwaitingVoter(ctx context.Context, db bun.IDB, voter string) ([]E
 	var xs []Execution
 	err := db.NewSelect().Model(&xs).ExcludeColumn("plan_output", "apply_output", "plan_file").
 		Join("JOIN approvals AS ap ON ap.id = x.approval_id").
-		Where("ap.state = ?", "pending").Where("? = ANY(ap.voters)", voter).
+		Where("ap.state = ?", ApprovalPending).Where("? = ANY(ap.voters)", voter).
 		Where("x.status = ?", ExecRunning).Where("x.step = ?", StepVoting).
 		OrderExpr("x.id").Scan(ctx)
 	return xs, err

@@ -73,7 +73,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		logger.Info("using the private database", "url", cfg.DatabaseURL)
 	}
 
-	a, err := openApp(ctx, cfg, logger, c.getenv)
+	a, err := openApp(ctx, cfg, logger, c.getenv, appOptions{devMailbox: true})
 	if err != nil {
 		return err
 	}

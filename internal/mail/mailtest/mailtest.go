@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"io"
 	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/mail"
 	"strings"
@@ -23,6 +24,7 @@ type Message struct {
 	To      []string
 	Subject string
 	Body    string // the raw body after the headers (still transfer-encoded)
+	Text    string // the body decoded, for a quoted-printable plain-text message
 	Raw     []byte
 }
 
@@ -114,6 +116,10 @@ func (se *session) Data(r io.Reader) error {
 		}
 		body, _ := io.ReadAll(parsed.Body)
 		se.msg.Body = strings.ReplaceAll(string(body), "=\r\n", "")
+		if strings.EqualFold(parsed.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+			text, _ := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(body)))
+			se.msg.Text = strings.ReplaceAll(string(text), "\r\n", "\n")
+		}
 	}
 	se.s.mu.Lock()
 	se.s.messages = append(se.s.messages, se.msg)
