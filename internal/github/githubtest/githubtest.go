@@ -43,7 +43,7 @@ type Request struct {
 
 // Status is a commit status the server accepted.
 type Status struct {
-	Repo, SHA                               string
+	Repo, SHA                              string
 	State, Context, Description, TargetURL string
 }
 
