@@ -53,7 +53,7 @@ func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
 		Logger:               riverLogger(opts.Logger),
 		Workers:              NewWorkers(deps),
 		JobTimeout:           time.Hour, // terraform applies can be long; each kind narrows it with Timeout()
-		RescueStuckJobsAfter: 2 * time.Hour,
+		RescueStuckJobsAfter: rescueAfter(deps),
 		MaxAttempts:          10,
 		ErrorHandler:         &errorHandler{logger: opts.Logger},
 	}
@@ -71,6 +71,17 @@ func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
 		return nil, fmt.Errorf("creating River client: %w", err)
 	}
 	return client, nil
+}
+
+// rescueAfter is when River takes a job still running for lost (its
+// process died) and runs it again: later than any job may legitimately run,
+// so a long apply is never run twice at once.
+func rescueAfter(deps Deps) time.Duration {
+	d := 2 * time.Hour
+	if deps.Infra != nil {
+		d = max(d, deps.Infra.JobTimeout()+30*time.Minute)
+	}
+	return d
 }
 
 // River logs routine events at info; Gantry's operators want only problems.

@@ -118,6 +118,15 @@ func RepositoryByName(ctx context.Context, db bun.IDB, name string) (*Repository
 	return r, notFound(err)
 }
 
+// LockRepository locks a repository's row until the transaction ends: runs
+// taking and releasing its merge lock do so one at a time, so a run that
+// finds the lock held is always seen by the release that follows.
+func LockRepository(ctx context.Context, tx bun.IDB, name string) error {
+	var got string
+	err := tx.NewSelect().Model((*Repository)(nil)).Column("name").Where("name = ?", name).For("UPDATE").Scan(ctx, &got)
+	return notFound(err)
+}
+
 // SetGitHubFullName records where a repository lives on GitHub.
 func SetGitHubFullName(ctx context.Context, db bun.IDB, repo, fullName string) error {
 	_, err := db.NewUpdate().Model((*Repository)(nil)).Set("github_full_name = ?", fullName).
@@ -300,6 +309,14 @@ func FinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// ForceFinishPRPlan records the outcome of a plan that is queued or
+// running, whoever holds it (a plan given up on).
+func ForceFinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan) error {
+	_, err := db.NewUpdate().Model(p).Column("status", "error").Set("finished_at = now()").
+		WherePK().Where("status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Exec(ctx)
+	return err
 }
 
 // PlansOfPullRequest lists the plans of a pull request at headSHA.

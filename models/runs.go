@@ -123,7 +123,7 @@ func RunOfMerge(ctx context.Context, db bun.IDB, repo, mergeCommit string) (*Run
 func OldestQueuedRun(ctx context.Context, tx bun.IDB, repo string) (*Run, error) {
 	r := new(Run)
 	err := tx.NewSelect().Model(r).Where("repository = ?", repo).Where("status = ?", RunQueued).
-		OrderExpr("id").Limit(1).For("UPDATE SKIP LOCKED").Scan(ctx)
+		OrderExpr("id").Limit(1).Scan(ctx)
 	return r, notFound(err)
 }
 

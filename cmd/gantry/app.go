@@ -115,7 +115,7 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 		WorkDir: filepath.Join(cfg.WorkDir, "jobs"),
 		Getenv:  getenv, GitHubAPI: cfg.GitHubAPIURL, BaseURL: cfg.BaseURL.String(),
 		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, LinkLifetime: cfg.VoteLinkTTL,
-		CommandTimeout: cfg.CommandTimeout, Env: passedEnv(cfg.CommandEnv, getenv),
+		Roles: aws, CommandTimeout: cfg.CommandTimeout, Env: passedEnv(cfg.CommandEnv, getenv),
 	}
 	return a, nil
 }
@@ -124,6 +124,12 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 // GANTRY_SMTP_URL is, and nil (no mail) otherwise.
 func newMailSender(ctx context.Context, cfg *config.Config) (mail.Sender, error) {
 	switch {
+	case cfg.SESRegion != "":
+		s, err := mail.NewSES(ctx, mail.SESOptions{Region: cfg.SESRegion, Endpoint: cfg.SESEndpoint, From: cfg.MailFrom})
+		if err != nil {
+			return nil, fmt.Errorf("GANTRY_SES_REGION: %w", err)
+		}
+		return s, nil
 	case cfg.SMTPURL != "":
 		s, err := mail.ParseURL(cfg.SMTPURL, cfg.MailFrom)
 		if err != nil {

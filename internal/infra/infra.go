@@ -114,6 +114,10 @@ func (s *Service) commandTimeout() time.Duration {
 	return DefaultCommandTimeout
 }
 
+// JobTimeout bounds a job that runs commands: the command's time limit
+// plus time for the fetch and checkouts around it.
+func (s *Service) JobTimeout() time.Duration { return s.commandTimeout() + 15*time.Minute }
+
 // RunTarget, ExecutionTarget and RepositoryTarget are the log targets of
 // this area.
 func RunTarget(id int64) string                 { return fmt.Sprintf("run:%d", id) }

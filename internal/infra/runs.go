@@ -33,6 +33,9 @@ func (s *Service) StartRun(ctx context.Context, runID int64) error {
 			took = run.Status == models.RunScanning // a retry after a crash mid-scan
 			return nil
 		}
+		if err := models.LockRepository(ctx, tx, run.Repository); err != nil {
+			return err
+		}
 		if took, err = models.TakeMergeLock(ctx, tx, run); err != nil || !took {
 			return err
 		}
@@ -279,6 +282,9 @@ func failedSummary(xs []models.Execution) string {
 // endRun ends a run, releases the merge lock, starts the next queued run of
 // the repository and refreshes the open pull requests' merge-lock status.
 func (s *Service) endRun(ctx context.Context, tx jobs.Tx, run *models.Run, succeeded bool) error {
+	if err := models.LockRepository(ctx, tx, run.Repository); err != nil {
+		return err
+	}
 	run.Status, run.FinishedAt = models.RunFailed, ptr(s.now())
 	event := EventRunFailed
 	if succeeded {
