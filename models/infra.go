@@ -327,3 +327,14 @@ func PlansOfPullRequest(ctx context.Context, db bun.IDB, repo string, number int
 		Order("path").Scan(ctx)
 	return plans, err
 }
+
+// PRPlanOutput returns a plan's output from character offset on, the
+// offset after it, and the plan's status, for a page following it live.
+func PRPlanOutput(ctx context.Context, db bun.IDB, id int64, offset int) (out OutputTail, err error) {
+	err = db.NewSelect().Model((*PRPlan)(nil)).
+		ColumnExpr("substr(output, ?) AS text", offset+1).
+		ColumnExpr("char_length(output) AS next").
+		Column("status").
+		Where("id = ?", id).Scan(ctx, &out)
+	return out, notFound(err)
+}

@@ -92,6 +92,8 @@ func UpdateRun(ctx context.Context, tx bun.IDB, r *Run, columns ...string) error
 type RunFilter struct {
 	Repository string
 	PRNumber   int
+	Status     string
+	BeforeID   int64 // page backwards: runs older than this id
 	Limit      int
 }
 
@@ -104,6 +106,12 @@ func ListRuns(ctx context.Context, db bun.IDB, f RunFilter) ([]Run, error) {
 	}
 	if f.PRNumber > 0 {
 		q = q.Where("pr_number = ?", f.PRNumber)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
 	}
 	if f.Limit > 0 {
 		q = q.Limit(int64(f.Limit))
