@@ -146,6 +146,12 @@ func describe(x *models.Execution) string {
 	return x.Status
 }
 
+// Tally is what an approval's votes add up to (each voter's latest vote
+// counts, thresholds are "at least").
+func Tally(a *models.Approval, votes []models.Vote) approval.Result {
+	return approval.Tally(policyOf(a), engineVotes(votes))
+}
+
 func policyOf(a *models.Approval) approval.Policy {
 	return approval.Policy{Voters: a.Voters, MinApprovals: a.MinApprovals, MinRejections: a.MinRejections}
 }

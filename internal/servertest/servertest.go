@@ -32,6 +32,7 @@ import (
 	"github.com/gantryhq/gantry/internal/github/githubtest"
 	"github.com/gantryhq/gantry/internal/gitrepo"
 	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/pools"
@@ -53,7 +54,7 @@ const (
 	WebhookSecret    = "It's a Secret to Everybody"
 	StatusTokenEnv   = "INFRA_GITHUB_TOKEN"
 	// GitHubRepo is the repository deliveries come from.
-	GitHubRepo = "acme/infra-live"
+	GitHubRepo = infratest.GitHubRepo
 	// BaseURL is Gantry's address in links it sends.
 	BaseURL = "http://gantry.test"
 )
