@@ -140,7 +140,7 @@ func New(t testing.TB, env ...string) *Server {
 	s.Infra = &infra.Service{
 		Queue: s.Queue, Logger: s.Logger, Git: &gitrepo.Cache{Dir: t.TempDir()}, WorkDir: t.TempDir(),
 		Getenv: getenv, GitHubAPI: s.GitHub.URL, HTTPClient: s.GitHub.HTTP.Client(), BaseURL: BaseURL,
-		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute,
+		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute, Roles: awsProvider,
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
