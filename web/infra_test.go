@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,6 +76,35 @@ func TestGitHubWebhook(t *testing.T) {
 	malformed := []byte(`{"action":"opened"`)
 	res = b.deliver(t, "pull_request", "d-5", malformed, servertest.WebhookSecret)
 	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+
+	// Deliveries and plans are measured.
+	token := b.token(t, b.user(t, "mo@example.com", models.RoleViewer), auth.ScopeRead)
+	metrics := b.metricsText(t, token)
+	for _, line := range []string{
+		`gantry_infra_webhook_deliveries_total{event="pull_request",result="accepted"} 1`,
+		`gantry_infra_webhook_deliveries_total{event="pull_request",result="duplicate"} 1`,
+		`gantry_infra_webhook_deliveries_total{event="pull_request",result="refused"} 1`,
+		`gantry_infra_webhook_deliveries_total{event="",result="refused"} 1`,
+		`gantry_infra_webhook_deliveries_total{event="pull_request",result="invalid"} 1`,
+		`gantry_infra_webhook_deliveries_total{event="push",result="ignored"} 1`,
+		`gantry_infra_command_seconds_count{kind="pr_plan",result="succeeded"} 1`,
+		`gantry_infra_merge_locked{repository="live"} 0`,
+	} {
+		require.Contains(t, metrics, line)
+	}
+}
+
+func (b *infraBundle) metricsText(t *testing.T, token string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return string(raw)
 }
 
 func TestInfraAPI(t *testing.T) {

@@ -79,7 +79,9 @@ type Service struct {
 	// Env is added to every plan and apply (for example TF_CLI_CONFIG_FILE,
 	// TF_PLUGIN_CACHE_DIR).
 	Env []string
-	Now func() time.Time
+	// Metrics, when set, count deliveries and time commands.
+	Metrics *Metrics
+	Now     func() time.Time
 }
 
 // RoleAssumer assumes an IAM role for one command (awsenv.Provider).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infrarun"
@@ -161,6 +162,7 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 		}
 		return err
 	})
+	began := time.Now()
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: p.HeadSHA, Unit: p.Path, Init: repo.InitCommand, Main: repo.PlanCommand,
 		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: fmt.Sprintf("pr-%d", p.PRNumber),
@@ -169,6 +171,7 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 		return nil
 	}
 	ok, changes := planOutcome(repo.PlanCommand, res)
+	s.Metrics.command("pr_plan", ok, time.Since(began))
 	exit := res.ExitCode
 	p.ExitCode, p.HasChanges = &exit, &changes
 	p.Status, p.Error = models.PlanSucceeded, ""

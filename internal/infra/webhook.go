@@ -31,6 +31,31 @@ type WebhookResult struct {
 // repository's trunk, records it and queues its work in one transaction. It
 // never does the work itself: GitHub waits ten seconds at most.
 func (s *Service) ReceiveWebhook(ctx context.Context, d Delivery) (WebhookResult, error) {
+	res, err := s.receive(ctx, d)
+	s.Metrics.delivery(d.Event, deliveryResult(d, res, err))
+	return res, err
+}
+
+// deliveryResult names what became of a delivery, for the metrics.
+func deliveryResult(d Delivery, res WebhookResult, err error) string {
+	switch {
+	case apperr.CodeOf(err) == apperr.Unauthorized:
+		return "refused"
+	case apperr.CodeOf(err) == apperr.Invalid:
+		return "invalid"
+	case err != nil:
+		return "error"
+	case res.Status == http.StatusAccepted:
+		return "accepted"
+	case res.Status == http.StatusNoContent:
+		return "ignored"
+	case d.Event == github.EventPing:
+		return "ping"
+	}
+	return "duplicate"
+}
+
+func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error) {
 	repos, err := models.ListRepositories(ctx, s.Queue.DB())
 	if err != nil {
 		return WebhookResult{}, err

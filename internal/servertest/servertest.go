@@ -145,6 +145,7 @@ func New(t testing.TB, env ...string) *Server {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	s.Pools.Metrics = pools.NewMetrics(reg, db)
+	s.Infra.Metrics = infra.NewMetrics(reg, db)
 
 	s.Web = web.New(web.Deps{Config: cfg, DB: db, Queue: s.Queue, River: riverClient, Migrator: mig, Logger: s.Logger,
 		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider, Infra: s.Infra})
