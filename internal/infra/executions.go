@@ -213,7 +213,14 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		return err
 	}
 	x.ApplyOutput = ""
-	if err := models.UpdateExecution(ctx, db, x, "apply_output"); err != nil {
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if err := models.UpdateExecution(ctx, tx, x, "apply_output"); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionApplyStarted, "gantry",
+			map[string]any{"cfg_path": x.CfgPath})
+	})
+	if err != nil {
 		return err
 	}
 	ws, err := s.workspace("apply-" + x.ExecutionID)

@@ -1,9 +1,13 @@
 package infra_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/infra/infratest"
@@ -83,4 +87,58 @@ func TestPlanRole(t *testing.T) {
 	require.Contains(t, x.PlanOutput, "secret=****", "secrets are redacted from the output")
 	require.Contains(t, x.PlanOutput, "token=****")
 	require.NotContains(t, x.PlanOutput, "region=\n")
+}
+
+// customRunner swaps the terraform runner of the fixture's gantry.yaml
+// entry for commands of the test's own.
+func customRunner(yaml, plan string) string {
+	return strings.Replace(yaml, "runner: terraform\n", `runner: custom
+    commands:
+      plan: `+plan+`
+      apply: ["true", "{plan_file}"]
+      destroy: ["true"]
+`, 1)
+}
+
+// TestSynchronize_cancelsTheRunningPlan: a push while the previous head's
+// plan runs cancels that plan's job, which stops its command at once, and
+// plans the new head.
+func TestSynchronize_cancelsTheRunningPlan(t *testing.T) {
+	t.Parallel()
+	s := servertest.New(t)
+	repo, _ := infratest.Standard(t)
+	// A unit holding a file named slow plans for ten minutes.
+	s.Sync(t, customRunner(repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1),
+		`["sh", "-c", "if [ -f \"$1/slow\" ]; then echo planning slowly; sleep 600; fi; touch \"$2\"", "plan", "{dir}", "{plan_file}"]`))
+	s.StartWorkers(t)
+	ctx := t.Context()
+
+	p := repo.OpenPR(91, map[string]string{infratest.VPC + "/slow": "x\n"})
+	s.Deliver(t, "pull_request", repo.Event(p, "opened", ""))
+	var first models.PRPlan
+	servertest.WaitFor(t, func() (bool, string) {
+		plans, err := models.PlansOfPullRequest(ctx, s.DB.Bun, "live", p.Number, p.Head)
+		require.NoError(t, err)
+		if len(plans) != 1 {
+			return false, "no plan yet"
+		}
+		first = plans[0]
+		out, err := models.PRPlanOutput(ctx, s.DB.Bun, first.ID, 0)
+		require.NoError(t, err)
+		return strings.Contains(out.Text, "planning slowly"), "the slow plan has not started: " + first.Status
+	})
+
+	repo.PushPR(&p, map[string]string{infratest.VPC + "/slow": "", infratest.VPC + "/main.tf": repo.Resource(infratest.VPC, "vpc", `"vpc-v2"`)})
+	s.Deliver(t, "pull_request", repo.Event(p, "synchronize", ""))
+	s.WaitStatus(t, p.Head, "gantry/plan: "+infratest.VPC, "success")
+	jobs, err := river.NewClient(riverpgxv5.New(s.DB.Pool), &river.Config{})
+	require.NoError(t, err)
+	servertest.WaitFor(t, func() (bool, string) {
+		old, err := models.PRPlanByID(ctx, s.DB.Bun, first.ID)
+		require.NoError(t, err)
+		job, err := jobs.JobGet(ctx, *old.JobID)
+		require.NoError(t, err)
+		return old.Status == models.PlanCanceled && job.State == rivertype.JobStateCancelled,
+			fmt.Sprintf("the old plan is %s, its job %s", old.Status, job.State)
+	})
 }

@@ -106,8 +106,12 @@ func (s *Service) Vote(ctx context.Context, in VoteInput) (approval.Result, erro
 			if err := models.DecideApproval(ctx, tx, a.ID, string(result.State)); err != nil {
 				return err
 			}
-			why := "rejected by " + strings.Join(votersWith(result, approval.Reject), ", ")
-			return s.finish(ctx, tx, run, x, false, why, voter)
+			rejectedBy := votersWith(result, approval.Reject)
+			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionRejected, voter,
+				map[string]any{"rejected_by": rejectedBy}); err != nil {
+				return err
+			}
+			return s.finish(ctx, tx, run, x, false, "rejected by "+strings.Join(rejectedBy, ", "), voter)
 		}
 		return nil
 	})
