@@ -39,14 +39,6 @@ var (
 			Doc:  "docs/areas/pipelines.md",
 		},
 	}
-	areaApprovals = areas.View{
-		Title: "Approvals",
-		Lead:  "Everything waiting for your vote: infrastructure plans, pipeline gates.",
-		Empty: components.EmptyProps{
-			TestID: "empty-approvals", Title: "Nothing is waiting for your vote",
-			Body: "Once infrastructure plans and pipeline gates are built, whatever names you as a voter is listed here, and you get an email with a link to approve or reject.",
-		},
-	}
 )
 
 func (s *Server) areaPage(v areas.View) echo.HandlerFunc {

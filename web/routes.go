@@ -39,7 +39,6 @@ func (s *Server) routes() {
 	e.GET("/daemons", s.areaPage(areaDaemons), viewer)
 	e.GET("/modules", s.areaPage(areaModules), viewer)
 	e.GET("/pipelines", s.areaPage(areaPipelines), viewer)
-	e.GET("/approvals", s.areaPage(areaApprovals), viewer)
 	e.GET("/tokens", s.tokensPage, viewer)
 	e.POST("/tokens", s.createTokenForm, viewer)
 	e.POST("/tokens/:id/revoke", s.revokeTokenForm, viewer)
@@ -56,6 +55,12 @@ func (s *Server) routes() {
 	e.GET("/infra/plans/:id", s.planPage, viewer)
 	e.GET("/infra/plans/:id/output", s.planOutputTail, viewer)
 	e.GET("/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
+
+	// Approvals: what waits for the signed-in user's vote, and the emailed
+	// voting link, which needs no sign-in: its signed token is the credential.
+	e.GET("/approvals", s.approvalsPage, viewer)
+	e.GET("/approvals/link/:token", s.linkPage)
+	e.POST("/approvals/link/:token", s.linkVote)
 
 	// Administration pages.
 	admin := e.Group("/admin", s.page(models.RoleAdmin))
