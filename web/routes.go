@@ -62,6 +62,12 @@ func (s *Server) routes() {
 	e.GET("/approvals/link/:token", s.linkPage)
 	e.POST("/approvals/link/:token", s.linkVote)
 
+	// The dev mailbox, only under gantry dev (elsewhere these are 404s).
+	if s.Mailbox != nil {
+		e.GET("/dev/mailbox", s.mailboxPage, viewer)
+		e.GET("/dev/mailbox/:id", s.mailPage, viewer)
+	}
+
 	// Administration pages.
 	admin := e.Group("/admin", s.page(models.RoleAdmin))
 	admin.GET("", s.adminIndex)
