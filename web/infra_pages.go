@@ -110,7 +110,14 @@ func repoView(r *models.Repository, lock *models.MergeLock) infraview.Repo {
 
 // thresholds says how many votes decide, in words.
 func thresholds(minApprovals, minRejections, voters int) string {
-	return fmt.Sprintf("%d of %d approve to apply · %s stop it", minApprovals, voters, plural(minRejections, "rejection", "rejections"))
+	return fmt.Sprintf("%d of %d approve to apply · %s", minApprovals, voters, rejectionsStop(minRejections))
+}
+
+func rejectionsStop(n int) string {
+	if n == 1 {
+		return "1 rejection stops it"
+	}
+	return fmt.Sprintf("%d rejections stop it", n)
 }
 
 // lockView describes a repository's merge lock; self is the run whose page
@@ -622,8 +629,8 @@ func executionOutput(x *models.Execution, step string) infraview.Output {
 // voting link show it.
 func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) infraview.Votes {
 	if a == nil {
-		v := infraview.Votes{Tally: fmt.Sprintf("At least %d of %d voters must approve before it is applied; %s stop it.",
-			x.MinApprovalCount, len(x.Voters), plural(x.MinRejectionCount, "rejection", "rejections"))}
+		v := infraview.Votes{Tally: fmt.Sprintf("At least %d of %d voters must approve before it is applied; %s.",
+			x.MinApprovalCount, len(x.Voters), rejectionsStop(x.MinRejectionCount))}
 		switch {
 		case x.Status == models.ExecWaiting || x.Status == models.ExecRunning:
 			v.Note = "Votes open once its plan is ready; each voter then gets an email with a voting link."

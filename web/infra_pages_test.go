@@ -258,7 +258,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		require.Contains(t, repo, `data-account="prod"`)
 		require.Contains(t, repo, `data-account="shared"`)
 		require.Contains(t, repo, ada)
-		require.Contains(t, repo, "2 of 2 approve to apply · 1 rejection stop it")
+		require.Contains(t, repo, "2 of 2 approve to apply · 1 rejection stops it")
 		pulls := section(t, page, "open-pulls")
 		require.Contains(t, pulls, `href="/infra/live/pulls/7"`)
 		require.Equal(t, 3, strings.Count(pulls, `data-testid="plan-chip" data-status="changes"`), pulls)
