@@ -385,3 +385,11 @@ func VotesOfApprovals(ctx context.Context, db bun.IDB, ids []int64) ([]Vote, err
 	err := db.NewSelect().Model(&votes).Where("approval_id IN (?)", bun.In(ids)).OrderExpr("id").Scan(ctx)
 	return votes, err
 }
+
+// InsertVoteAt records a vote with the time it carries, for example data
+// (gantry dev --demo). Live votes go through InsertVote, whose time the
+// database's clock decides under the approval's lock.
+func InsertVoteAt(ctx context.Context, db bun.IDB, v *Vote) error {
+	_, err := db.NewInsert().Model(v).Returning("id, created_at").Exec(ctx)
+	return err
+}
