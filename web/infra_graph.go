@@ -34,6 +34,13 @@ const (
 	graphTextPad  = 10
 )
 
+// legendText names the graph's colours: running covers planning and
+// applying (the nodes say which); voting stands apart, as it waits for people.
+var legendText = map[string]string{
+	"waiting": "waiting", "running": "planning or applying", "voting": "waiting for votes",
+	"succeeded": "succeeded", "failed": "failed", "aborted": "aborted",
+}
+
 // graphEdge is a dependency between two executions, by index.
 type graphEdge struct {
 	from, to int
@@ -85,7 +92,7 @@ func runGraph(xs []models.Execution) infraview.Graph {
 			x := &xs[i]
 			st := execState(x)
 			if counts[st.Class] == 0 {
-				classes = append(classes, st)
+				classes = append(classes, infraview.State{Text: legendText[st.Class], Tone: st.Tone, Class: st.Class})
 			}
 			counts[st.Class]++
 			p := pos[i]

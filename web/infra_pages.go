@@ -124,14 +124,14 @@ func rejectionsStop(n int) string {
 // it is on (0 elsewhere).
 func lockView(lock *models.MergeLock, self int64) infraview.Lock {
 	if lock == nil {
-		return infraview.Lock{Text: "free", Note: "No deployment is in progress: pull requests may merge."}
+		return infraview.Lock{Text: "free", Tone: "ok", Note: "No deployment is in progress: pull requests may merge."}
 	}
 	since := clock(lock.LockedAt) + " UTC"
 	if lock.RunID == self {
 		return infraview.Lock{Held: true, Text: fmt.Sprintf("held by this run (#%d)", lock.PRNumber),
 			Note: "Since " + since + ". Other pull requests get a failing merge-lock status until this run ends."}
 	}
-	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), URL: runURL(lock.RunID),
+	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), Tone: "warn", URL: runURL(lock.RunID),
 		Note: fmt.Sprintf("Since %s: run %d is deploying pull request #%d; other merges wait for it.", since, lock.RunID, lock.PRNumber)}
 }
 
@@ -326,12 +326,9 @@ func (s *Server) runPage(c echo.Context) error {
 	v.Fields = runFields(run)
 	if len(xs) > 0 {
 		v.Graph = runGraph(xs)
-		counts := map[string]int{}
 		for i := range xs {
-			counts[xs[i].Status]++
 			v.Executions = append(v.Executions, execRow(&xs[i]))
 		}
-		v.Counts = execCounts(counts)
 	}
 	return s.render(c, http.StatusOK, infraview.Run(v))
 }
@@ -385,7 +382,7 @@ func runFields(run *models.Run) []infraview.Field {
 func execRow(x *models.Execution) infraview.ExecRow {
 	row := infraview.ExecRow{
 		ExecutionID: x.ExecutionID, URL: executionURL(x.ExecutionID), Unit: x.CfgPath, Account: x.AccountName,
-		State: execState(x), Deps: afterText(x), Error: truncate(x.Error, 160),
+		State: execState(x), Deps: afterList(x), Error: truncate(x.Error, 160),
 	}
 	row.Started, row.StartedISO = clockPtr(x.StartedAt)
 	row.Finished, row.FinishedISO = clockPtr(x.FinishedAt)
@@ -395,14 +392,13 @@ func execRow(x *models.Execution) infraview.ExecRow {
 	return row
 }
 
-// afterText is what an execution waits for, in words.
-func afterText(x *models.Execution) string {
-	var parts []string
-	parts = append(parts, x.CfgDeps...)
+// afterList is what an execution waits for, in words.
+func afterList(x *models.Execution) []string {
+	parts := slices.Clone(x.CfgDeps)
 	for _, a := range x.AccountDeps {
 		parts = append(parts, "account "+a)
 	}
-	return strings.Join(parts, ", ")
+	return parts
 }
 
 // executionPage is one execution: the seed's fields, what it runs after,
@@ -436,7 +432,7 @@ func (s *Server) executionPage(c echo.Context) error {
 	v := infraview.ExecutionView{
 		ExecutionID: x.ExecutionID, Unit: x.CfgPath, Account: x.AccountName, Repository: run.Repository,
 		RunURL: runURL(run.ID), RunTitle: runTitle(run.ID), PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber),
-		State: execState(x), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
+		State: execState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
 		Fields: executionFields(x, run, a, votes, siblings), Deps: depsOf(x, siblings),
 		Plan: executionOutput(x, models.StepPlanning), Apply: executionOutput(x, models.StepApplying),
 		Votes: votesView(x, a, votes),

@@ -493,7 +493,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		require.NotContains(t, page, `http-equiv="refresh"`)
 		require.Regexp(t, `data-testid="merge-lock" data-locked="false"`, page)
 		require.Contains(t, page, "rejected by grace@example.com")
-		require.Contains(t, page, `data-testid="count-aborted"`)
+		require.Contains(t, page, `<li class="st-aborted"><span class="swatch" aria-hidden="true"></span>aborted <strong>2</strong>`, "the legend counts")
 		require.Contains(t, page, infra.EventRunFailed)
 	})
 	t.Run("/infra/runs lists it and filters", func(t *testing.T) {

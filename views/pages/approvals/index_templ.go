@@ -93,7 +93,7 @@ func Index(v IndexView) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <div class=\"table-wrap\"><table data-testid=\"approvals-table\"><thead><tr><th>Unit</th><th>Repository</th><th>Plan</th><th>Votes</th><th>Waiting since (UTC)</th><th></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, " <div class=\"table-wrap\"><table class=\"wide\" data-testid=\"approvals-table\"><thead><tr><th>Unit</th><th>Repository</th><th>Plan</th><th>Votes</th><th>Waiting since (UTC)</th><th></th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -51,6 +51,7 @@ type Count struct {
 // Lock is a repository's merge lock as a sentence.
 type Lock struct {
 	Held bool
+	Tone string // the badge's
 	Text string // "free" or "locked by #42"
 	URL  string // the run holding it
 	Note string // more words, e.g. since when
@@ -197,7 +198,7 @@ type ExecRow struct {
 	Unit        string
 	Account     string
 	State       State
-	Deps        string
+	Deps        []string // what it runs after
 	Started     string
 	StartedISO  string
 	Finished    string
@@ -223,7 +224,6 @@ type RunView struct {
 	Lock       Lock
 	Graph      Graph
 	Executions []ExecRow
-	Counts     []Count
 	Log        []log.Row
 	LogURL     string
 }
@@ -290,7 +290,8 @@ type ExecutionView struct {
 	PR          string
 	PRURL       string
 	State       State
-	Waiting     bool // not started: the page refreshes itself
+	Summary     string // terraform's verdict on the plan, once there is one
+	Waiting     bool   // not started: the page refreshes itself
 	Fields      []Field
 	Error       string
 	Deps        []Dep
