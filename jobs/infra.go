@@ -112,7 +112,9 @@ type RunPRPlanWorker struct {
 	Infra Infra
 }
 
-func (w *RunPRPlanWorker) Timeout(*river.Job[RunPRPlanArgs]) time.Duration { return w.Infra.JobTimeout() }
+func (w *RunPRPlanWorker) Timeout(*river.Job[RunPRPlanArgs]) time.Duration {
+	return w.Infra.JobTimeout()
+}
 
 func (w *RunPRPlanWorker) Work(ctx context.Context, job *river.Job[RunPRPlanArgs]) error {
 	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{PRPlanID: job.Args.PlanID}, w.Infra.RunPRPlan(ctx, job.Args.PlanID))

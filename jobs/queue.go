@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/riverqueue/river"
@@ -39,6 +40,28 @@ type Tx struct {
 func (tx Tx) Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
 	if _, err := tx.queue.inserter.InsertTx(ctx, tx.Tx.Tx, args, opts); err != nil {
 		return fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+	}
+	return nil
+}
+
+// EnqueueJob is Enqueue returning the job's id, for work that may have to
+// be cancelled later (CancelJob).
+func (tx Tx) EnqueueJob(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (int64, error) {
+	res, err := tx.queue.inserter.InsertTx(ctx, tx.Tx.Tx, args, opts)
+	if err != nil {
+		return 0, fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+	}
+	return res.Job.ID, nil
+}
+
+// CancelJob cancels a job when the transaction commits: a queued one never
+// runs; a running one has its context cancelled wherever it runs (River
+// tells its worker through the database). A job already finished is left
+// as it is.
+func (tx Tx) CancelJob(ctx context.Context, jobID int64) error {
+	_, err := tx.queue.inserter.JobCancelTx(ctx, tx.Tx.Tx, jobID)
+	if err != nil && !errors.Is(err, river.ErrNotFound) {
+		return fmt.Errorf("cancelling job %d: %w", jobID, err)
 	}
 	return nil
 }

@@ -236,6 +236,7 @@ type PRPlan struct {
 	HasChanges *bool      `json:"has_changes,omitempty"`
 	Output     string     `json:"output,omitempty"`
 	Error      string     `json:"error,omitempty"`
+	JobID      *int64     `json:"-"`
 	CreatedAt  time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
@@ -269,6 +270,12 @@ func CancelOlderPlans(ctx context.Context, tx bun.IDB, repo string, number int, 
 	return canceled, err
 }
 
+// SetPRPlanJob records which job plans p.
+func SetPRPlanJob(ctx context.Context, tx bun.IDB, planID, jobID int64) error {
+	_, err := tx.NewUpdate().Model((*PRPlan)(nil)).Set("job_id = ?", jobID).Where("id = ?", planID).Exec(ctx)
+	return err
+}
+
 // PRPlanByID finds a plan.
 func PRPlanByID(ctx context.Context, db bun.IDB, id int64) (*PRPlan, error) {
 	p := new(PRPlan)
@@ -288,15 +295,12 @@ func StartPRPlan(ctx context.Context, db bun.IDB, id int64) (bool, error) {
 	return n == 1, err
 }
 
-// AppendPRPlanOutput adds streamed output to a running plan; 0 rows means
-// the plan is no longer running (a newer push canceled it).
-func AppendPRPlanOutput(ctx context.Context, db bun.IDB, id int64, text string) (int64, error) {
-	res, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("output = output || ?", text).
+// AppendPRPlanOutput adds streamed output to a running plan (a plan no
+// longer running takes none).
+func AppendPRPlanOutput(ctx context.Context, db bun.IDB, id int64, text string) error {
+	_, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("output = output || ?", text).
 		Where("id = ?", id).Where("status = ?", PlanRunning).Exec(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return err
 }
 
 // FinishPRPlan records a plan's outcome unless it was canceled meanwhile;

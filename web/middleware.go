@@ -92,7 +92,9 @@ func (s *Server) middleware() {
 		Skipper: isStream,
 		Timeout: s.Config.RequestTimeout,
 	}))
-	e.Use(middleware.BodyLimit("1M"))
+	// GitHub's deliveries may be larger; their route sets its own limit.
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "1M",
+		Skipper: func(c echo.Context) bool { return c.Request().URL.Path == webhookPath }}))
 	e.Use(s.authenticate)
 	e.Use(middleware.CSRFWithConfig(middleware.CSRFConfig{
 		Skipper:        skipCSRF,
@@ -134,7 +136,8 @@ func skipCSRF(c echo.Context) bool {
 		return true // anonymous API calls carry no credentials to forge; they get 401
 	}
 	path := c.Request().URL.Path
-	return path == "/healthz" || path == "/readyz" || path == "/metrics" || strings.HasPrefix(path, assets.Prefix)
+	// GitHub's deliveries are signed with the webhook secret; no cookie.
+	return path == "/healthz" || path == "/readyz" || path == "/metrics" || path == webhookPath || strings.HasPrefix(path, assets.Prefix)
 }
 
 func hstsMaxAge(https bool) int {

@@ -1,10 +1,14 @@
 package web
 
 import (
+	"fmt"
+
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/assets"
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -94,6 +98,9 @@ func (s *Server) routes() {
 		g.GET("/pools", s.listPools, s.leaseReader)
 	}
 
+	// GitHub's deliveries: authenticated by their signature, not a session.
+	e.POST(webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
+
 	// JSON API.
 	v1 := e.Group("/api/v1", s.apiRateLimit())
 	v1.GET("/me", s.apiMe, s.api(models.RoleViewer, auth.ScopeRead))
@@ -108,5 +115,11 @@ func (s *Server) routes() {
 	v1.POST("/users", s.apiCreateUser, s.api(models.RoleAdmin, auth.ScopeAdmin))
 	v1.PATCH("/users/:id", s.apiUpdateUser, s.api(models.RoleAdmin, auth.ScopeAdmin))
 	v1.GET("/jobs", s.apiListJobs, s.api(models.RoleAdmin, auth.ScopeAdmin))
+	v1.GET("/infra/repositories", s.apiRepositories, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.GET("/infra/runs", s.apiListRuns, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.GET("/infra/runs/:id", s.apiGetRun, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.GET("/infra/executions/:execution_id", s.apiGetExecution, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.POST("/infra/executions/:execution_id/votes", s.apiVote, s.api(models.RoleApprover, auth.ScopeVote))
+	v1.GET("/approvals", s.apiApprovals, s.api(models.RoleViewer, auth.ScopeRead))
 	v1.Any("/*", s.apiNotFound)
 }

@@ -210,6 +210,7 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), jobs.NewMetricsCollector(a.db))
 	a.pools.Metrics = pools.NewMetrics(reg, a.db)
+	a.infra.Metrics = infra.NewMetrics(reg, a.db)
 
 	riverClient, err := jobs.NewClient(jobs.Deps{DB: a.db, Logger: a.logger, Pools: a.pools, Infra: a.infra}, jobs.ClientOptions{Work: opts.workers, Concurrency: a.cfg.WorkerCount, Logger: a.logger})
 	if err != nil {

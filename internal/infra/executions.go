@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/runner"
@@ -38,6 +39,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	if err := models.UpdateExecution(ctx, db, x, "plan_started_at", "plan_output"); err != nil {
 		return err
 	}
+	s.Metrics.planStarted(x.ReadyAt, *x.PlanStartedAt)
 	ws, err := s.workspace("exec-" + x.ExecutionID)
 	if err != nil {
 		return err
@@ -49,6 +51,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepPlanning))
 	ok, changes := planOutcome(x.PlanCommand, res)
+	s.Metrics.command("plan", ok, time.Since(*x.PlanStartedAt))
 	var saved []byte
 	if ok && changes {
 		if saved, err = os.ReadFile(planFile); err != nil {
@@ -210,7 +213,14 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		return err
 	}
 	x.ApplyOutput = ""
-	if err := models.UpdateExecution(ctx, db, x, "apply_output"); err != nil {
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if err := models.UpdateExecution(ctx, tx, x, "apply_output"); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionApplyStarted, "gantry",
+			map[string]any{"cfg_path": x.CfgPath})
+	})
+	if err != nil {
 		return err
 	}
 	ws, err := s.workspace("apply-" + x.ExecutionID)
@@ -222,10 +232,12 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	if err := os.WriteFile(planFile, x.PlanFile, 0o600); err != nil {
 		return err
 	}
+	started := time.Now()
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
 		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepApplying))
+	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
 		if err != nil {

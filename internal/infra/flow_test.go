@@ -24,31 +24,31 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
 	r := b.repo
-	p := b.openPR(t, 7, map[string]string{
+	p := b.repo.OpenPR(7, map[string]string{
 		infratest.DNS + "/main.tf": r.Resource(infratest.DNS, "zone", `"dns-v2"`),
 		infratest.VPC + "/main.tf": r.Resource(infratest.VPC, "vpc", `"vpc-v2"`),
 		infratest.EC2 + "/main.tf": r.Resource(infratest.EC2, "ec2", `"ec2 large on ${data.terraform_remote_state.rds.outputs.id}"`, infratest.RDS),
 	})
 
 	// Opened: each changed unit is planned at the head, with a status each.
-	res := b.deliver(t, "pull_request", b.event(p, "opened", ""))
+	res := b.Deliver(t, "pull_request", b.repo.Event(p, "opened", ""))
 	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
 	for _, unit := range []string{infratest.DNS, infratest.VPC, infratest.EC2} {
-		st := b.waitStatus(t, p.head, github.PlanContext(unit), "success")
+		st := b.WaitStatus(t, p.Head, github.PlanContext(unit), "success")
 		require.Equal(t, "changes to apply", st.Description)
 		require.Regexp(t, `^http://gantry\.test/infra/plans/\d+$`, st.TargetURL)
 	}
-	_, planned := b.GitHub.Latest(p.head, github.PlanContext(infratest.RDS))
+	_, planned := b.GitHub.Latest(p.Head, github.PlanContext(infratest.RDS))
 	require.False(t, planned, "rds did not change in the pull request: no plan")
-	lock := b.waitStatus(t, p.head, github.ContextMergeLock, "success")
+	lock := b.WaitStatus(t, p.Head, github.ContextMergeLock, "success")
 	require.Contains(t, lock.Description, "unlocked")
-	plans, err := models.PlansOfPullRequest(b.ctx, b.DB.Bun, "live", p.number, p.head)
+	plans, err := models.PlansOfPullRequest(b.ctx, b.DB.Bun, "live", p.Number, p.Head)
 	require.NoError(t, err)
 	require.Len(t, plans, 3)
 
 	// Merged: the run scans the merge and makes one execution per unit.
 	mergeSHA, run := b.merge(t, p)
-	dns := b.waitExecution(t, run.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
+	dns := b.WaitExecution(t, run.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
 	require.Equal(t, map[string]string{
 		infratest.DNS: models.ExecRunning, infratest.VPC: models.ExecWaiting,
 		infratest.RDS: models.ExecWaiting, infratest.EC2: models.ExecWaiting,
@@ -57,15 +57,15 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 	require.Equal(t, []string{"shared"}, b.mustExecution(t, run.ID, infratest.VPC).AccountDeps)
 	require.Equal(t, []string{infratest.VPC}, b.mustExecution(t, run.ID, infratest.RDS).CfgDeps)
 	require.Contains(t, dns.PlanOutput, `"dns-v2"`)
-	locked := b.waitStatus(t, p.head, github.ContextMergeLock, "success")
+	locked := b.WaitStatus(t, p.Head, github.ContextMergeLock, "success")
 	require.NotNil(t, locked, "the merged pull request itself is not locked out")
 
 	// Each unit: a mail to every voter, one approval applies exactly the
 	// saved plan, and only then are its dependents planned.
 	for _, unit := range []string{infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2} {
-		x := b.waitExecution(t, run.ID, unit, models.ExecRunning, models.StepVoting)
-		token := b.voteMail(t, ada, unit)
-		b.voteMail(t, grace, unit)
+		x := b.WaitExecution(t, run.ID, unit, models.ExecRunning, models.StepVoting)
+		token := b.VoteMail(t, ada, unit)
+		b.VoteMail(t, grace, unit)
 		if unit == infratest.RDS {
 			require.Contains(t, x.PlanOutput, `"rds in vpc-v2"`, "rds is planned with the vpc output applied in this run")
 		}
@@ -73,9 +73,9 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ada, claims.Voter)
 		require.Equal(t, approval.Approved, result.State)
-		b.waitExecution(t, run.ID, unit, models.ExecSucceeded, models.StepApplying)
+		b.WaitExecution(t, run.ID, unit, models.ExecSucceeded, models.StepApplying)
 	}
-	run = b.waitRun(t, run.ID, models.RunSucceeded)
+	run = b.WaitRun(t, run.ID, models.RunSucceeded)
 	require.Empty(t, run.Error)
 	require.Equal(t, "dns-v2", r.Output(infratest.DNS))
 	require.Equal(t, "vpc-v2", r.Output(infratest.VPC))
@@ -88,19 +88,6 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 	require.Nil(t, l)
 	order := b.appliedOrder(t, run)
 	require.Equal(t, []string{infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2}, order)
-}
-
-func (b *bundle) mustExecution(t *testing.T, runID int64, unit string) models.Execution {
-	t.Helper()
-	xs, err := models.ExecutionsOfRun(b.ctx, b.DB.Bun, runID)
-	require.NoError(t, err)
-	for _, x := range xs {
-		if x.CfgPath == unit {
-			return x
-		}
-	}
-	t.Fatalf("no execution of %s", unit)
-	return models.Execution{}
 }
 
 // appliedOrder reads from the log the order in which the run's executions

@@ -140,8 +140,15 @@ func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models
 		aff := g.Affected(changes.Paths())
 		paths, deleted = aff.Selected, aff.Deleted
 	}
+	collected := make(map[string]bool, len(paths))
 	for _, p := range paths {
-		units = append(units, infrarun.Unit{Path: p, Deps: g.Unit(p).Dependencies})
+		collected[p] = true
+	}
+	for _, p := range paths {
+		// A unit waits for the collected units it depends on, also through
+		// units the scan left out (a plan scan collects only units with
+		// changes), so the run keeps the repository's order.
+		units = append(units, infrarun.Unit{Path: p, Deps: g.DependenciesWithin(p, collected)})
 	}
 	return units, deleted, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/gantryhq/gantry/internal/github/githubtest"
 	"github.com/gantryhq/gantry/internal/gitrepo"
 	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/pools"
@@ -53,7 +54,7 @@ const (
 	WebhookSecret    = "It's a Secret to Everybody"
 	StatusTokenEnv   = "INFRA_GITHUB_TOKEN"
 	// GitHubRepo is the repository deliveries come from.
-	GitHubRepo = "acme/infra-live"
+	GitHubRepo = infratest.GitHubRepo
 	// BaseURL is Gantry's address in links it sends.
 	BaseURL = "http://gantry.test"
 )
@@ -139,11 +140,12 @@ func New(t testing.TB, env ...string) *Server {
 	s.Infra = &infra.Service{
 		Queue: s.Queue, Logger: s.Logger, Git: &gitrepo.Cache{Dir: t.TempDir()}, WorkDir: t.TempDir(),
 		Getenv: getenv, GitHubAPI: s.GitHub.URL, HTTPClient: s.GitHub.HTTP.Client(), BaseURL: BaseURL,
-		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute,
+		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute, Roles: awsProvider,
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	s.Pools.Metrics = pools.NewMetrics(reg, db)
+	s.Infra.Metrics = infra.NewMetrics(reg, db)
 
 	s.Web = web.New(web.Deps{Config: cfg, DB: db, Queue: s.Queue, River: riverClient, Migrator: mig, Logger: s.Logger,
 		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider, Infra: s.Infra})

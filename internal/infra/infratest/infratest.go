@@ -16,10 +16,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantryhq/gantry/internal/github/githubtest"
 )
 
-// Trunk is the fixture's trunk branch.
-const Trunk = "main"
+// Trunk is the fixture's trunk branch; GitHubRepo is the repository its
+// deliveries say they come from.
+const (
+	Trunk      = "main"
+	GitHubRepo = "acme/infra-live"
+)
 
 // Units of the standard layout, in the order they must be applied.
 const (
@@ -250,4 +256,42 @@ func (r *Repo) YAML(name, secretEnv, tokenEnv string, voters []string, minApprov
         min_approvals: %d
         min_rejections: %d
 `, name, r.Remote, Trunk, secretEnv, tokenEnv, strings.Join(voters, ", "), minApprovals, minRejections, strings.Join(voters, ", "), minApprovals, minRejections)
+}
+
+// PR is a pull request of the repository.
+type PR struct {
+	Number       int
+	Branch, Head string
+}
+
+// OpenPR commits files on a new branch off the trunk and pushes it as pull
+// request number.
+func (r *Repo) OpenPR(number int, files map[string]string) PR {
+	r.t.Helper()
+	branch := fmt.Sprintf("change-%d", number)
+	Git(r.t, r.Work, "checkout", "--quiet", Trunk)
+	r.Branch(branch)
+	r.Write(files)
+	r.Commit(fmt.Sprintf("change %d", number))
+	return PR{Number: number, Branch: branch, Head: r.PullRequest(branch, number)}
+}
+
+// PushPR adds a commit to the pull request's branch.
+func (r *Repo) PushPR(p *PR, files map[string]string) {
+	r.t.Helper()
+	Git(r.t, r.Work, "checkout", "--quiet", p.Branch)
+	r.Write(files)
+	r.Commit("another push")
+	p.Head = r.PullRequest(p.Branch, p.Number)
+}
+
+// Event is the pull_request delivery of action on p (closed with
+// mergeSHA set: merged), as GitHub sends it for this repository.
+func (r *Repo) Event(p PR, action, mergeSHA string) []byte {
+	r.t.Helper()
+	return githubtest.PullRequest{
+		Action: action, Number: p.Number, Title: fmt.Sprintf("Change %d", p.Number), Repo: GitHubRepo,
+		CloneURL: r.Remote, Base: Trunk, BaseSHA: Git(r.t, r.Work, "rev-parse", "refs/heads/"+Trunk), Head: p.Branch, HeadSHA: p.Head,
+		Merged: mergeSHA != "", MergeCommitSHA: mergeSHA, Author: "octocat",
+	}.Payload()
 }
