@@ -92,7 +92,7 @@ func (s *Server) approvalsPage(c echo.Context) error {
 		if run == nil || a == nil {
 			continue
 		}
-		res := approval.Tally(policyOf(a), tallyVotes(votesOf[a.ID]))
+		res := infra.Tally(a, votesOf[a.ID])
 		row := approvalsview.Row{
 			ExecutionID: x.ExecutionID, URL: executionURL(x.ExecutionID) + "#vote", Repository: run.Repository,
 			PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber), PRTitle: run.PRTitle,

@@ -500,7 +500,7 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 	add(text("min_rejection_count", strconv.Itoa(x.MinRejectionCount), "field-min-rejections"))
 	var approvers, rejecters []string
 	if a != nil {
-		res := approval.Tally(policyOf(a), tallyVotes(votes))
+		res := infra.Tally(a, votes)
 		for _, vote := range res.Votes {
 			if vote.Decision == approval.Approve {
 				approvers = append(approvers, vote.Voter)
@@ -639,8 +639,7 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 		return v
 	}
-	policy := policyOf(a)
-	res := approval.Tally(policy, tallyVotes(votes))
+	res := infra.Tally(a, votes)
 	v := infraview.Votes{
 		Open:  a.State == models.ApprovalPending && x.Status == models.ExecRunning && x.Step == models.StepVoting,
 		Tally: fmt.Sprintf("%d of %d approvals · %d of %d rejections", res.Approvals, a.MinApprovals, res.Rejections, a.MinRejections),
@@ -700,18 +699,6 @@ func yourVote(rows []infraview.VoteRow, voter string) string {
 		}
 	}
 	return ""
-}
-
-func policyOf(a *models.Approval) approval.Policy {
-	return approval.Policy{Voters: a.Voters, MinApprovals: a.MinApprovals, MinRejections: a.MinRejections}
-}
-
-func tallyVotes(votes []models.Vote) []approval.Vote {
-	out := make([]approval.Vote, len(votes))
-	for i, v := range votes {
-		out[i] = approval.Vote{Voter: v.Voter, Decision: approval.Decision(v.Decision), Comment: v.Comment, At: v.CreatedAt}
-	}
-	return out
 }
 
 // voteForm is a voter's Approve or Reject from the execution page.

@@ -17,11 +17,8 @@ import (
 
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/gantryfile"
-	"github.com/gantryhq/gantry/internal/github"
-	"github.com/gantryhq/gantry/internal/github/githubtest"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
-	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
@@ -35,21 +32,19 @@ const (
 	vera   = "vera@example.com"   // viewer
 )
 
-const infraWait = 90 * time.Second
-
-// infraBundle is an in-test Gantry with workers and the standard
+// pagesBundle is an in-test Gantry with workers and the standard
 // Terragrunt repository (vpc → rds → ec2 in account prod, dns in account
-// shared, prod after shared) applied at its first commit and registered.
-type infraBundle struct {
+// shared, prod after shared) applied at its first commit and registered as
+// "live", with ada and grace voting and olivia and vera who do not.
+type pagesBundle struct {
 	*bundle
 	repo *infratest.Repo
-	base string
 }
 
-func setupInfra(t *testing.T, minApprovals int) *infraBundle {
+func setupPages(t *testing.T, minApprovals int) *pagesBundle {
 	t.Helper()
 	b := setup(t)
-	repo, base := infratest.Standard(t)
+	repo, _ := infratest.Standard(t)
 	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2)
 	b.Sync(t, repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada, grace}, minApprovals, 1))
 	b.user(t, ada, models.RoleApprover)
@@ -57,110 +52,29 @@ func setupInfra(t *testing.T, minApprovals int) *infraBundle {
 	b.user(t, olivia, models.RoleOperator)
 	b.user(t, vera, models.RoleViewer)
 	b.StartWorkers(t)
-	return &infraBundle{bundle: b, repo: repo, base: base}
+	return &pagesBundle{bundle: b, repo: repo}
 }
 
-type infraPR struct {
-	number       int
-	branch, head string
-}
-
-// openPR commits files on a new branch, pushes it as pull request number
-// and delivers the opened event.
-func (b *infraBundle) openPR(t *testing.T, number int, files map[string]string) infraPR {
+// deliver hands the pull_request delivery of action on p to the service.
+func (b *pagesBundle) deliver(t *testing.T, p infratest.PR, action, mergeSHA string) {
 	t.Helper()
-	branch := fmt.Sprintf("change-%d", number)
-	infratest.Git(t, b.repo.Work, "checkout", "--quiet", infratest.Trunk)
-	b.repo.Branch(branch)
-	b.repo.Write(files)
-	b.repo.Commit(fmt.Sprintf("change %d", number))
-	p := infraPR{number: number, branch: branch, head: b.repo.PullRequest(branch, number)}
-	b.deliver(t, p, "opened", "")
-	return p
-}
-
-func (b *infraBundle) deliver(t *testing.T, p infraPR, action, mergeSHA string) {
-	t.Helper()
-	body := githubtest.PullRequest{
-		Action: action, Number: p.number, Title: fmt.Sprintf("Change %d", p.number), Repo: servertest.GitHubRepo,
-		CloneURL: b.repo.Remote, Base: infratest.Trunk, BaseSHA: b.base, Head: p.branch, HeadSHA: p.head,
-		Merged: mergeSHA != "", MergeCommitSHA: mergeSHA, Author: "octocat",
-	}.Payload()
-	res, err := b.Infra.ReceiveWebhook(t.Context(), infra.Delivery{
-		Event: "pull_request", ID: fmt.Sprintf("delivery-%s-%d", action, time.Now().UnixNano()),
-		Signature: github.Sign([]byte(servertest.WebhookSecret), body), Body: body,
-	})
-	require.NoError(t, err)
+	res := b.Deliver(t, "pull_request", b.repo.Event(p, action, mergeSHA))
 	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
 }
 
 // merge merges p, delivers the merged event and returns its run.
-func (b *infraBundle) merge(t *testing.T, p infraPR) *models.Run {
+func (b *pagesBundle) merge(t *testing.T, p infratest.PR) *models.Run {
 	t.Helper()
-	sha := b.repo.Merge(p.branch)
+	sha := b.repo.Merge(p.Branch)
 	b.deliver(t, p, "closed", sha)
-	var run *models.Run
-	waitUntil(t, func() (bool, string) {
-		var err error
-		run, err = models.RunOfMerge(t.Context(), b.db.Bun, "live", sha)
-		return err == nil, "no run for the merge"
-	})
-	return run
+	return b.WaitRunOf(t, "live", sha)
 }
-
-func (b *infraBundle) waitExecution(t *testing.T, runID int64, unit, status, step string) *models.Execution {
-	t.Helper()
-	var x *models.Execution
-	waitUntil(t, func() (bool, string) {
-		xs, err := models.ExecutionsOfRun(t.Context(), b.db.Bun, runID)
-		require.NoError(t, err)
-		for i := range xs {
-			if xs[i].CfgPath == unit {
-				x = &xs[i]
-				return x.Status == status && x.Step == step, fmt.Sprintf("%s is %s/%s (%s), want %s/%s", unit, x.Status, x.Step, x.Error, status, step)
-			}
-		}
-		return false, "no execution of " + unit
-	})
-	return x
-}
-
-func (b *infraBundle) waitRun(t *testing.T, id int64, status string) {
-	t.Helper()
-	waitUntil(t, func() (bool, string) {
-		run, err := models.RunByID(t.Context(), b.db.Bun, id)
-		require.NoError(t, err)
-		return run.Status == status, fmt.Sprintf("run %d is %s (%s), want %s", id, run.Status, run.Error, status)
-	})
-}
-
-var voteLinkRe = regexp.MustCompile(`http://gantry\.test(/approvals/link/\S+)`)
 
 // voteLink waits for the vote request about unit sent to voter and returns
 // the path of its link.
-func (b *infraBundle) voteLink(t *testing.T, voter, unit string) string {
+func (b *pagesBundle) voteLink(t *testing.T, voter, unit string) string {
 	t.Helper()
-	m := b.mail.Wait(t, infraWait, func(m mailtest.Message) bool {
-		return len(m.To) == 1 && m.To[0] == voter && strings.Contains(m.Subject, "Vote on "+unit+" ")
-	})
-	match := voteLinkRe.FindStringSubmatch(m.Text)
-	require.NotNil(t, match, "no voting link in:\n%s", m.Text)
-	return match[1]
-}
-
-func waitUntil(t *testing.T, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(infraWait)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s: %s", infraWait, why)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	return "/approvals/link/" + b.VoteMail(t, voter, unit)
 }
 
 var graphNodeRe = regexp.MustCompile(`data-testid="graph-node" data-execution="([^"]+)" data-status="([a-z]+)"`)
@@ -175,7 +89,7 @@ func graphStatuses(body string) map[string]string {
 }
 
 // statusesByUnit maps the run's units to their graph status classes.
-func (b *infraBundle) statusesByUnit(t *testing.T, runID int64, body string) map[string]string {
+func (b *pagesBundle) statusesByUnit(t *testing.T, runID int64, body string) map[string]string {
 	t.Helper()
 	xs, err := models.ExecutionsOfRun(t.Context(), b.db.Bun, runID)
 	require.NoError(t, err)
@@ -221,22 +135,23 @@ func section(t *testing.T, body, id string) string {
 // voting links as an anonymous browser.
 func TestInfraPagesFollowARun(t *testing.T) {
 	t.Parallel()
-	b := setupInfra(t, 2)
+	b := setupPages(t, 2)
 	r := b.repo
 	asAda, asOlivia, asVera := b.browser(t), b.browser(t), b.browser(t)
 	asAda.login(t, ada)
 	asOlivia.login(t, olivia)
 	asVera.login(t, vera)
 
-	p := b.openPR(t, 7, map[string]string{
+	p := b.repo.OpenPR(7, map[string]string{
 		infratest.DNS + "/main.tf": r.Resource(infratest.DNS, "zone", `"dns-v2"`),
 		infratest.VPC + "/main.tf": r.Resource(infratest.VPC, "vpc", `"vpc-v2"`),
 		infratest.EC2 + "/main.tf": r.Resource(infratest.EC2, "ec2", `"ec2 large on ${data.terraform_remote_state.rds.outputs.id}"`, infratest.RDS),
 	})
+	b.deliver(t, p, "opened", "")
 	var plans []models.PRPlan
-	waitUntil(t, func() (bool, string) {
+	servertest.WaitFor(t, func() (bool, string) {
 		var err error
-		plans, err = models.PlansOfPullRequest(t.Context(), b.db.Bun, "live", 7, p.head)
+		plans, err = models.PlansOfPullRequest(t.Context(), b.db.Bun, "live", 7, p.Head)
 		require.NoError(t, err)
 		done := 0
 		for _, pl := range plans {
@@ -268,7 +183,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 	t.Run("the pull request's page lists its plans at the head", func(t *testing.T) {
 		status, page, _ := asVera.get(t, "/infra/live/pulls/7")
 		require.Equal(t, http.StatusOK, status)
-		require.Contains(t, page, p.head)
+		require.Contains(t, page, p.Head)
 		for _, unit := range []string{infratest.DNS, infratest.VPC, infratest.EC2} {
 			require.Contains(t, page, `data-testid="plan-row" data-unit="`+unit+`" data-status="changes"`)
 		}
@@ -306,7 +221,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 
 	run := b.merge(t, p)
 	runPath := "/infra/runs/" + strconv.FormatInt(run.ID, 10)
-	dns := b.waitExecution(t, run.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
+	dns := b.WaitExecution(t, run.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
 	dnsPath := "/infra/executions/" + dns.ExecutionID
 
 	t.Run("while it runs, the run page draws the graph coloured by status and refreshes", func(t *testing.T) {
@@ -321,7 +236,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		require.Contains(t, page, `http-equiv="refresh"`)
 		require.Regexp(t, `data-testid="merge-lock" data-locked="true"`, page)
 		require.Contains(t, page, "held by this run (#7)")
-		require.Contains(t, page, p.head, "the pull request's head commit")
+		require.Contains(t, page, p.Head, "the pull request's head commit")
 		require.Contains(t, page, run.MergeCommit)
 		require.Contains(t, page, infra.EventRunStarted, "the run's log slice")
 
@@ -335,7 +250,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		for id, want := range map[string]string{
 			"field-execution-id": dns.ExecutionID, "field-cfg-path": infratest.DNS, "field-account-name": "shared",
 			"field-min-approvals": "2", "field-approval-voters": "none yet", "field-status": "running · voting",
-			"field-commit": run.MergeCommit, "field-head-ref": p.branch,
+			"field-commit": run.MergeCommit, "field-head-ref": p.Branch,
 		} {
 			require.Regexp(t, `data-testid="`+id+`">`+regexp.QuoteMeta(want), page, id)
 		}
@@ -420,8 +335,8 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, res.StatusCode)
 	})
 
-	b.waitExecution(t, run.ID, infratest.DNS, models.ExecSucceeded, models.StepApplying)
-	b.waitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	b.WaitExecution(t, run.ID, infratest.DNS, models.ExecSucceeded, models.StepApplying)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
 
 	t.Run("the applied execution shows its apply output", func(t *testing.T) {
 		_, page, _ := asVera.get(t, dnsPath)
@@ -482,7 +397,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		})
 	})
 
-	b.waitRun(t, run.ID, models.RunFailed)
+	b.WaitRun(t, run.ID, models.RunFailed)
 
 	t.Run("when the run is over the graph shows how it ended and the lock is free", func(t *testing.T) {
 		_, page, _ := asVera.get(t, runPath)
@@ -632,13 +547,14 @@ func TestInfraOutputIsFollowedLive(t *testing.T) {
 		ok, err := models.StartPRPlan(ctx, db, p.ID)
 		require.NoError(t, err)
 		require.True(t, ok)
-		_, err = models.AppendPRPlanOutput(ctx, db, p.ID, "Refreshing state…\n")
-		require.NoError(t, err)
+		require.NoError(t, models.AppendPRPlanOutput(ctx, db, p.ID, "Refreshing state…\n"))
 		_, tail := br.getJSON(t, planPath+"/output")
 		require.Equal(t, "Refreshing state…\n", tail["text"])
 		require.Equal(t, false, tail["done"])
 		p.Status = models.PlanSucceeded
-		require.NoError(t, func() error { _, err := models.FinishPRPlan(ctx, db, p); return err }())
+		finished, err := models.FinishPRPlan(ctx, db, p)
+		require.NoError(t, err)
+		require.True(t, finished)
 		_, tail = br.getJSON(t, planPath+"/output?offset=18")
 		require.Equal(t, "", tail["text"])
 		require.Equal(t, true, tail["done"])
