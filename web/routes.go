@@ -35,7 +35,6 @@ func (s *Server) routes() {
 	e.GET("/", s.home, viewer)
 	e.GET("/log", s.logPage, viewer)
 	e.GET("/log/stream", s.logStream, viewer)
-	e.GET("/infra", s.areaPage(areaInfra), viewer)
 	e.GET("/environments", s.environmentsPage, viewer)
 	e.GET("/environments/allocations", s.allocationHistoryPage, viewer)
 	e.GET("/environments/:id", s.environmentPage, viewer)
@@ -44,10 +43,34 @@ func (s *Server) routes() {
 	e.GET("/daemons", s.areaPage(areaDaemons), viewer)
 	e.GET("/modules", s.areaPage(areaModules), viewer)
 	e.GET("/pipelines", s.areaPage(areaPipelines), viewer)
-	e.GET("/approvals", s.areaPage(areaApprovals), viewer)
 	e.GET("/tokens", s.tokensPage, viewer)
 	e.POST("/tokens", s.createTokenForm, viewer)
 	e.POST("/tokens/:id/revoke", s.revokeTokenForm, viewer)
+
+	// Infrastructure (seed 000): repositories, pull requests and their plans,
+	// runs with their execution graph, executions with live output and votes.
+	// The output tails are JSON for the pages' own script.
+	e.GET("/infra", s.infraPage, viewer)
+	e.GET("/infra/runs", s.runsPage, viewer)
+	e.GET("/infra/runs/:id", s.runPage, viewer)
+	e.GET("/infra/executions/:execution_id", s.executionPage, viewer)
+	e.GET("/infra/executions/:execution_id/output", s.executionOutputTail, viewer)
+	e.POST("/infra/executions/:execution_id/vote", s.voteForm, s.page(models.RoleApprover))
+	e.GET("/infra/plans/:id", s.planPage, viewer)
+	e.GET("/infra/plans/:id/output", s.planOutputTail, viewer)
+	e.GET("/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
+
+	// Approvals: what waits for the signed-in user's vote, and the emailed
+	// voting link, which needs no sign-in: its signed token is the credential.
+	e.GET("/approvals", s.approvalsPage, viewer)
+	e.GET("/approvals/link/:token", s.linkPage)
+	e.POST("/approvals/link/:token", s.linkVote)
+
+	// The dev mailbox, only under gantry dev (elsewhere these are 404s).
+	if s.Mailbox != nil {
+		e.GET("/dev/mailbox", s.mailboxPage, viewer)
+		e.GET("/dev/mailbox/:id", s.mailPage, viewer)
+	}
 
 	// Administration pages.
 	admin := e.Group("/admin", s.page(models.RoleAdmin))

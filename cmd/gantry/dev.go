@@ -89,7 +89,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		return err
 	}
 	if loadDemo {
-		loaded, err := demo.Load(ctx, a.db.Bun, a.pools)
+		loaded, err := demo.Load(ctx, a.db.Bun, a.pools, a.infra)
 		if err != nil {
 			return fmt.Errorf("loading demo data: %w", err)
 		}
