@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -216,7 +217,7 @@ func (s *Server) apiVote(c echo.Context) error {
 
 // apiApprovals lists what waits for the caller's vote.
 func (s *Server) apiApprovals(c echo.Context) error {
-	xs, err := models.ExecutionsAwaitingVoter(c.Request().Context(), s.DB.Bun, principalOf(c).User.Email)
+	xs, err := models.ExecutionsAwaitingVoter(c.Request().Context(), s.DB.Bun, strings.ToLower(principalOf(c).User.Email))
 	if err != nil {
 		return err
 	}
