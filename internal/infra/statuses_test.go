@@ -35,3 +35,17 @@ func TestCommitStatusesPerKind(t *testing.T) {
 		require.Equal(t, github.ContextMergeLock, st.Context, "only merge-lock statuses")
 	}
 }
+
+// TestSync_lowerCasesVoters: voters are compared as email addresses, so an
+// address written with capitals in gantry.yaml still finds its approvals.
+func TestSync_lowerCasesVoters(t *testing.T) {
+	t.Parallel()
+	s := servertest.New(t)
+	repo := infratest.New(t)
+	s.Sync(t, repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{"Ada.Lovelace@Example.com"}, 1, 1))
+	r, err := models.RepositoryByName(t.Context(), s.DB.Bun, "live")
+	require.NoError(t, err)
+	for _, a := range r.Accounts {
+		require.Equal(t, []string{"ada.lovelace@example.com"}, a.Voters)
+	}
+}
