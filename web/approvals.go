@@ -217,7 +217,10 @@ func (s *Server) linkError(c echo.Context, claims approval.Claims, err error) er
 	return s.render(c, http.StatusForbidden, approvalsview.LinkError(v))
 }
 
-func linkURL(token string) string { return "/approvals/link/" + url.PathEscape(token) }
+// linkPrefix is where the emailed voting links point.
+const linkPrefix = "/approvals/link/"
+
+func linkURL(token string) string { return linkPrefix + url.PathEscape(token) }
 
 // noStore keeps a page whose URL is a credential out of caches.
 func noStore(c echo.Context) {

@@ -63,8 +63,8 @@ func (s *Server) routes() {
 	// Approvals: what waits for the signed-in user's vote, and the emailed
 	// voting link, which needs no sign-in: its signed token is the credential.
 	e.GET("/approvals", s.approvalsPage, viewer)
-	e.GET("/approvals/link/:token", s.linkPage)
-	e.POST("/approvals/link/:token", s.linkVote)
+	e.GET(linkPrefix+":token", s.linkPage)
+	e.POST(linkPrefix+":token", s.linkVote)
 
 	// The dev mailbox, only under gantry dev (elsewhere these are 404s).
 	if s.Mailbox != nil {
