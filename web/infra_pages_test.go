@@ -651,3 +651,28 @@ func TestRunsPageFiltersAndPages(t *testing.T) {
 		require.Contains(t, page, `data-testid="error-page"`)
 	}
 }
+
+// TestMalformedTerragruntOnThePages: a terragrunt.hcl that does not parse is
+// named, with its line, on the pull request's page and on the failed run's.
+func TestMalformedTerragruntOnThePages(t *testing.T) {
+	t.Parallel()
+	b := setupPages(t, 1)
+	p := b.repo.OpenPR(33, map[string]string{infratest.RDS + "/terragrunt.hcl": "dependency \"vpc\" {\n  config_path = \n}\n"})
+	b.deliver(t, p, "opened", "")
+	b.WaitStatus(t, p.Head, "gantry/plan", "error")
+	br := b.browser(t)
+	br.login(t, vera)
+	status, page, _ := br.get(t, "/infra/live/pulls/33")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, section(t, page, "plan-error"), infratest.RDS+"/terragrunt.hcl:2")
+	status, page, _ = br.get(t, "/infra")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, `data-testid="pull-plan-error"`)
+
+	run := b.merge(t, p)
+	b.WaitRun(t, run.ID, models.RunFailed)
+	status, page, _ = br.get(t, fmt.Sprintf("/infra/runs/%d", run.ID))
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, section(t, page, "run-error"), infratest.RDS+"/terragrunt.hcl:2")
+	require.Contains(t, section(t, page, "run-lock"), "released")
+}
