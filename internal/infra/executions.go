@@ -20,19 +20,8 @@ import (
 // succeeds at once; a failed one fails and aborts what depends on it.
 func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	db := s.Queue.DB()
-	x, err := models.ExecutionByID(ctx, db, id)
-	if err != nil {
-		return err
-	}
-	if x.Status != models.ExecRunning || x.Step != models.StepPlanning {
-		return nil
-	}
-	run, err := models.RunByID(ctx, db, x.RunID)
-	if err != nil {
-		return err
-	}
-	repo, err := models.RepositoryByName(ctx, db, run.Repository)
-	if err != nil {
+	x, run, repo, err := s.loadStep(ctx, id, models.StepPlanning)
+	if err != nil || x == nil {
 		return err
 	}
 	x.PlanStartedAt, x.PlanOutput = ptr(s.now()), ""
@@ -97,6 +86,26 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		}
 		return nil
 	})
+}
+
+// loadStep loads an execution with its run and repository when it is
+// running the step; a nil execution means it is not (decided or aborted
+// meanwhile, or a duplicate job), and there is nothing to do.
+func (s *Service) loadStep(ctx context.Context, id int64, step string) (*models.Execution, *models.Run, *models.Repository, error) {
+	db := s.Queue.DB()
+	x, err := models.ExecutionByID(ctx, db, id)
+	if err != nil || x.Status != models.ExecRunning || x.Step != step {
+		return nil, nil, nil, err
+	}
+	run, err := models.RunByID(ctx, db, x.RunID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	repo, err := models.RepositoryByName(ctx, db, run.Repository)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return x, run, repo, nil
 }
 
 // outputSink streams a command's output into the execution's row.
@@ -196,20 +205,8 @@ func planSummary(output string) string {
 // ApplyExecution applies the saved plan the voters approved, in a fresh
 // checkout of the merge commit: never a new plan.
 func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
-	db := s.Queue.DB()
-	x, err := models.ExecutionByID(ctx, db, id)
-	if err != nil {
-		return err
-	}
-	if x.Status != models.ExecRunning || x.Step != models.StepApplying {
-		return nil
-	}
-	run, err := models.RunByID(ctx, db, x.RunID)
-	if err != nil {
-		return err
-	}
-	repo, err := models.RepositoryByName(ctx, db, run.Repository)
-	if err != nil {
+	x, run, repo, err := s.loadStep(ctx, id, models.StepApplying)
+	if err != nil || x == nil {
 		return err
 	}
 	x.ApplyOutput = ""
