@@ -282,12 +282,19 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // retryIdempotent calls f until it succeeds, fails for good, or has been
 // tried idempotentTries times: for requests that may safely be repeated.
 func (c *Client) retryIdempotent(ctx context.Context, f func() error) error {
+	return c.retry(ctx, retryable, f)
+}
+
+// retry calls f until it succeeds, fails in a way again says not to try
+// again, or has been tried idempotentTries times, waiting between tries as
+// retryIdempotent does.
+func (c *Client) retry(ctx context.Context, again func(error) (bool, time.Duration), f func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := f()
 		if err == nil || attempt == idempotentTries || ctx.Err() != nil {
 			return err
 		}
-		ok, after := retryable(err)
+		ok, after := again(err)
 		if !ok {
 			return err
 		}

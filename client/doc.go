@@ -1,6 +1,9 @@
 // Package client is the Go client of Gantry's environment pools, for CI jobs
 // and test harnesses: it allocates environments, waits for one when none is
-// free, and releases, extends and looks them up.
+// free, and releases, extends and looks them up. It also follows
+// infrastructure deployments and votes on them ([Client.Runs],
+// [Client.Run], [Client.Execution], [Client.Approvals], [Client.Vote]),
+// with a token of the read scope, and the vote scope to vote.
 //
 // What a client must do beyond plain HTTP (seed 001, "TypeScript Client"):
 //

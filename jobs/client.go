@@ -53,7 +53,7 @@ func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
 		Logger:               riverLogger(opts.Logger),
 		Workers:              NewWorkers(deps),
 		JobTimeout:           time.Hour, // terraform applies can be long; each kind narrows it with Timeout()
-		RescueStuckJobsAfter: 2 * time.Hour,
+		RescueStuckJobsAfter: rescueAfter(deps),
 		MaxAttempts:          10,
 		ErrorHandler:         &errorHandler{logger: opts.Logger},
 	}
@@ -62,6 +62,13 @@ func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
 		for _, q := range AllQueues {
 			cfg.Queues[q] = river.QueueConfig{MaxWorkers: opts.Concurrency}
 		}
+		// An execution's plan job is inserted the moment its last dependency
+		// succeeds. River sends at most one insert notification per queue
+		// per FetchCooldown, so a job inserted right after another waits for
+		// the next poll: a short poll keeps each step of a run under a fifth
+		// of a second instead of a second, and a short cooldown lets a
+		// notified job be fetched at once (docs/performance.md).
+		cfg.Queues[QueueInfra] = river.QueueConfig{MaxWorkers: opts.Concurrency, FetchPollInterval: InfraPollInterval, FetchCooldown: InfraFetchCooldown}
 		// Periodic jobs are enqueued only by River's elected leader, so any
 		// number of worker processes run each sweep once.
 		cfg.PeriodicJobs = PeriodicJobs()
@@ -71,6 +78,26 @@ func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
 		return nil, fmt.Errorf("creating River client: %w", err)
 	}
 	return client, nil
+}
+
+// InfraPollInterval is how often a worker looks for infra jobs it was not
+// notified of: one small indexed query per worker process each time.
+// InfraFetchCooldown is the least time between two fetches of the queue,
+// so a job notified just after a fetch waits little.
+const (
+	InfraPollInterval  = 200 * time.Millisecond
+	InfraFetchCooldown = 20 * time.Millisecond
+)
+
+// rescueAfter is when River takes a job still running for lost (its
+// process died) and runs it again: later than any job may legitimately run,
+// so a long apply is never run twice at once.
+func rescueAfter(deps Deps) time.Duration {
+	d := 2 * time.Hour
+	if deps.Infra != nil {
+		d = max(d, deps.Infra.JobTimeout()+30*time.Minute)
+	}
+	return d
 }
 
 // River logs routine events at info; Gantry's operators want only problems.

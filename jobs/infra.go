@@ -2,9 +2,11 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Infra is what the infrastructure delivery workers need; the infra service
@@ -19,11 +21,37 @@ type Infra interface {
 	ApplyExecution(ctx context.Context, executionID int64) error
 	PostStatus(ctx context.Context, args PostStatusArgs) error
 	RefreshMergeLock(ctx context.Context, repo string) error
+	// GiveUp ends what a job was doing when its last attempt failed: the
+	// plan, execution or run fails with why, and a run releases its merge
+	// lock, instead of waiting forever for a job that will not come back.
+	GiveUp(ctx context.Context, what GiveUp, why error) error
+	// JobTimeout bounds a job that runs commands: the command's own time
+	// limit plus the checkouts around it, so that a job ends with its
+	// command's outcome rather than River's timeout.
+	JobTimeout() time.Duration
 }
 
-// Commands run for at most this long in a job; the runner's own timeout is
-// shorter, so a job ends with its command's outcome, not River's.
-const infraJobTimeout = 3 * time.Hour
+// GiveUp names what a failed job was for (one of its fields is set).
+type GiveUp struct {
+	PRPlanID    int64
+	RunID       int64
+	ExecutionID int64
+}
+
+// lastAttempt reports whether River will not retry job after an error.
+func lastAttempt(job *rivertype.JobRow) bool { return job.Attempt >= job.MaxAttempts }
+
+// orGiveUp returns err, giving up on what first when this was the job's
+// last attempt.
+func orGiveUp(ctx context.Context, infra Infra, job *rivertype.JobRow, what GiveUp, err error) error {
+	if err == nil || !lastAttempt(job) {
+		return err
+	}
+	if gerr := infra.GiveUp(context.WithoutCancel(ctx), what, err); gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	return err
+}
 
 func infraOpts(maxAttempts int) river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
@@ -84,10 +112,12 @@ type RunPRPlanWorker struct {
 	Infra Infra
 }
 
-func (w *RunPRPlanWorker) Timeout(*river.Job[RunPRPlanArgs]) time.Duration { return infraJobTimeout }
+func (w *RunPRPlanWorker) Timeout(*river.Job[RunPRPlanArgs]) time.Duration {
+	return w.Infra.JobTimeout()
+}
 
 func (w *RunPRPlanWorker) Work(ctx context.Context, job *river.Job[RunPRPlanArgs]) error {
-	return w.Infra.RunPRPlan(ctx, job.Args.PlanID)
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{PRPlanID: job.Args.PlanID}, w.Infra.RunPRPlan(ctx, job.Args.PlanID))
 }
 
 // StartRunArgs takes the merge lock for a run and scans the merge; a run
@@ -108,10 +138,10 @@ type StartRunWorker struct {
 	Infra Infra
 }
 
-func (w *StartRunWorker) Timeout(*river.Job[StartRunArgs]) time.Duration { return infraJobTimeout }
+func (w *StartRunWorker) Timeout(*river.Job[StartRunArgs]) time.Duration { return w.Infra.JobTimeout() }
 
 func (w *StartRunWorker) Work(ctx context.Context, job *river.Job[StartRunArgs]) error {
-	return w.Infra.StartRun(ctx, job.Args.RunID)
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{RunID: job.Args.RunID}, w.Infra.StartRun(ctx, job.Args.RunID))
 }
 
 // PlanExecutionArgs plans an execution whose dependencies have succeeded.
@@ -128,11 +158,11 @@ type PlanExecutionWorker struct {
 }
 
 func (w *PlanExecutionWorker) Timeout(*river.Job[PlanExecutionArgs]) time.Duration {
-	return infraJobTimeout
+	return w.Infra.JobTimeout()
 }
 
 func (w *PlanExecutionWorker) Work(ctx context.Context, job *river.Job[PlanExecutionArgs]) error {
-	return w.Infra.PlanExecution(ctx, job.Args.ExecutionID)
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{ExecutionID: job.Args.ExecutionID}, w.Infra.PlanExecution(ctx, job.Args.ExecutionID))
 }
 
 // RequestVoteArgs emails one voter a link to vote on an execution's plan.
@@ -170,11 +200,11 @@ type ApplyExecutionWorker struct {
 }
 
 func (w *ApplyExecutionWorker) Timeout(*river.Job[ApplyExecutionArgs]) time.Duration {
-	return infraJobTimeout
+	return w.Infra.JobTimeout()
 }
 
 func (w *ApplyExecutionWorker) Work(ctx context.Context, job *river.Job[ApplyExecutionArgs]) error {
-	return w.Infra.ApplyExecution(ctx, job.Args.ExecutionID)
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{ExecutionID: job.Args.ExecutionID}, w.Infra.ApplyExecution(ctx, job.Args.ExecutionID))
 }
 
 // PostStatusArgs posts one commit status to GitHub; on its own so that

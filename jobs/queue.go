@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,28 @@ func (tx Tx) EnqueueMany(ctx context.Context, params []river.InsertManyParams) e
 	}
 	if _, err := tx.queue.inserter.InsertManyTx(ctx, tx.pgx, params); err != nil {
 		return fmt.Errorf("enqueueing %d %s jobs: %w", len(params), params[0].Args.Kind(), err)
+	}
+	return nil
+}
+
+// EnqueueJob is Enqueue returning the job's id, for work that may have to
+// be cancelled later (CancelJob).
+func (tx Tx) EnqueueJob(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (int64, error) {
+	res, err := tx.queue.inserter.InsertTx(ctx, tx.pgx, args, opts)
+	if err != nil {
+		return 0, fmt.Errorf("enqueueing %s: %w", args.Kind(), err)
+	}
+	return res.Job.ID, nil
+}
+
+// CancelJob cancels a job when the transaction commits: a queued one never
+// runs; a running one has its context cancelled wherever it runs (River
+// tells its worker through the database). A job already finished is left
+// as it is.
+func (tx Tx) CancelJob(ctx context.Context, jobID int64) error {
+	_, err := tx.queue.inserter.JobCancelTx(ctx, tx.pgx, jobID)
+	if err != nil && !errors.Is(err, river.ErrNotFound) {
+		return fmt.Errorf("cancelling job %d: %w", jobID, err)
 	}
 	return nil
 }

@@ -74,6 +74,7 @@ CREATE TABLE pr_plans (
     has_changes boolean,
     output      text NOT NULL DEFAULT '',
     error       text NOT NULL DEFAULT '',
+    job_id      bigint, -- the River job planning it, cancelled when a newer push supersedes it
     created_at  timestamptz NOT NULL DEFAULT now(),
     started_at  timestamptz,
     finished_at timestamptz,

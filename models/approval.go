@@ -36,8 +36,18 @@ type Vote struct {
 	CreatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
 }
 
+// Approval states, as the tally decides them.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+)
+
 // InsertApproval records a pending approval.
 func InsertApproval(ctx context.Context, tx bun.IDB, a *Approval) error {
+	if a.State == "" {
+		a.State = ApprovalPending
+	}
 	_, err := tx.NewInsert().Model(a).Returning("id, state, created_at").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("recording the approval of %s: %w", a.Subject, uniqueViolation(err))

@@ -118,6 +118,15 @@ func RepositoryByName(ctx context.Context, db bun.IDB, name string) (*Repository
 	return r, notFound(err)
 }
 
+// LockRepository locks a repository's row until the transaction ends: runs
+// taking and releasing its merge lock do so one at a time, so a run that
+// finds the lock held is always seen by the release that follows.
+func LockRepository(ctx context.Context, tx bun.IDB, name string) error {
+	var got string
+	err := tx.NewSelect().Model((*Repository)(nil)).Column("name").Where("name = ?", name).For("UPDATE").Scan(ctx, &got)
+	return notFound(err)
+}
+
 // SetGitHubFullName records where a repository lives on GitHub.
 func SetGitHubFullName(ctx context.Context, db bun.IDB, repo, fullName string) error {
 	_, err := db.NewUpdate().Model((*Repository)(nil)).Set("github_full_name = ?", fullName).
@@ -227,6 +236,7 @@ type PRPlan struct {
 	HasChanges *bool      `json:"has_changes,omitempty"`
 	Output     string     `json:"output,omitempty"`
 	Error      string     `json:"error,omitempty"`
+	JobID      *int64     `json:"-"`
 	CreatedAt  time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
@@ -260,6 +270,12 @@ func CancelOlderPlans(ctx context.Context, tx bun.IDB, repo string, number int, 
 	return canceled, err
 }
 
+// SetPRPlanJob records which job plans p.
+func SetPRPlanJob(ctx context.Context, tx bun.IDB, planID, jobID int64) error {
+	_, err := tx.NewUpdate().Model((*PRPlan)(nil)).Set("job_id = ?", jobID).Where("id = ?", planID).Exec(ctx)
+	return err
+}
+
 // PRPlanByID finds a plan.
 func PRPlanByID(ctx context.Context, db bun.IDB, id int64) (*PRPlan, error) {
 	p := new(PRPlan)
@@ -279,15 +295,12 @@ func StartPRPlan(ctx context.Context, db bun.IDB, id int64) (bool, error) {
 	return n == 1, err
 }
 
-// AppendPRPlanOutput adds streamed output to a running plan; 0 rows means
-// the plan is no longer running (a newer push canceled it).
-func AppendPRPlanOutput(ctx context.Context, db bun.IDB, id int64, text string) (int64, error) {
-	res, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("output = output || ?", text).
+// AppendPRPlanOutput adds streamed output to a running plan (a plan no
+// longer running takes none).
+func AppendPRPlanOutput(ctx context.Context, db bun.IDB, id int64, text string) error {
+	_, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("output = output || ?", text).
 		Where("id = ?", id).Where("status = ?", PlanRunning).Exec(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return err
 }
 
 // FinishPRPlan records a plan's outcome unless it was canceled meanwhile;
@@ -302,6 +315,14 @@ func FinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan) (bool, error) {
 	return n == 1, err
 }
 
+// ForceFinishPRPlan records the outcome of a plan that is queued or
+// running, whoever holds it (a plan given up on).
+func ForceFinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan) error {
+	_, err := db.NewUpdate().Model(p).Column("status", "error").Set("finished_at = now()").
+		WherePK().Where("status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Exec(ctx)
+	return err
+}
+
 // PlansOfPullRequest lists the plans of a pull request at headSHA.
 func PlansOfPullRequest(ctx context.Context, db bun.IDB, repo string, number int, headSHA string) ([]PRPlan, error) {
 	var plans []PRPlan
@@ -309,4 +330,15 @@ func PlansOfPullRequest(ctx context.Context, db bun.IDB, repo string, number int
 		Where("repository = ?", repo).Where("pr_number = ?", number).Where("head_sha = ?", headSHA).
 		Order("path").Scan(ctx)
 	return plans, err
+}
+
+// PRPlanOutput returns a plan's output from character offset on, the
+// offset after it, and the plan's status, for a page following it live.
+func PRPlanOutput(ctx context.Context, db bun.IDB, id int64, offset int) (out OutputTail, err error) {
+	err = db.NewSelect().Model((*PRPlan)(nil)).
+		ColumnExpr("substr(output, ?) AS text", offset+1).
+		ColumnExpr("char_length(output) AS next").
+		Column("status").
+		Where("id = ?", id).Scan(ctx, &out)
+	return out, notFound(err)
 }

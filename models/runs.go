@@ -60,6 +60,9 @@ func InsertRun(ctx context.Context, tx bun.IDB, r *Run) error {
 	if r.DeletedUnits == nil {
 		r.DeletedUnits = []string{}
 	}
+	if r.Status == "" {
+		r.Status = RunQueued
+	}
 	_, err := tx.NewInsert().Model(r).Returning("id, status, created_at").Exec(ctx)
 	return err
 }
@@ -89,6 +92,8 @@ func UpdateRun(ctx context.Context, tx bun.IDB, r *Run, columns ...string) error
 type RunFilter struct {
 	Repository string
 	PRNumber   int
+	Status     string
+	BeforeID   int64 // page backwards: runs older than this id
 	Limit      int
 }
 
@@ -101,6 +106,12 @@ func ListRuns(ctx context.Context, db bun.IDB, f RunFilter) ([]Run, error) {
 	}
 	if f.PRNumber > 0 {
 		q = q.Where("pr_number = ?", f.PRNumber)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
 	}
 	if f.Limit > 0 {
 		q = q.Limit(int64(f.Limit))
@@ -120,7 +131,7 @@ func RunOfMerge(ctx context.Context, db bun.IDB, repo, mergeCommit string) (*Run
 func OldestQueuedRun(ctx context.Context, tx bun.IDB, repo string) (*Run, error) {
 	r := new(Run)
 	err := tx.NewSelect().Model(r).Where("repository = ?", repo).Where("status = ?", RunQueued).
-		OrderExpr("id").Limit(1).For("UPDATE SKIP LOCKED").Scan(ctx)
+		OrderExpr("id").Limit(1).Scan(ctx)
 	return r, notFound(err)
 }
 
@@ -284,8 +295,101 @@ func ExecutionsAwaitingVoter(ctx context.Context, db bun.IDB, voter string) ([]E
 	var xs []Execution
 	err := db.NewSelect().Model(&xs).ExcludeColumn("plan_output", "apply_output", "plan_file").
 		Join("JOIN approvals AS ap ON ap.id = x.approval_id").
-		Where("ap.state = ?", "pending").Where("? = ANY(ap.voters)", voter).
+		Where("ap.state = ?", ApprovalPending).Where("? = ANY(ap.voters)", voter).
 		Where("x.status = ?", ExecRunning).Where("x.step = ?", StepVoting).
 		OrderExpr("x.id").Scan(ctx)
 	return xs, err
+}
+
+// ExecutionCounts counts the executions of each run by status, for run
+// listings.
+func ExecutionCounts(ctx context.Context, db bun.IDB, runIDs []int64) (map[int64]map[string]int, error) {
+	out := make(map[int64]map[string]int, len(runIDs))
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		RunID  int64
+		Status string
+		N      int
+	}
+	err := db.NewSelect().Model((*Execution)(nil)).Column("run_id", "status").ColumnExpr("count(*) AS n").
+		Where("run_id IN (?)", bun.In(runIDs)).Group("run_id", "status").Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("counting executions: %w", err)
+	}
+	for _, r := range rows {
+		if out[r.RunID] == nil {
+			out[r.RunID] = map[string]int{}
+		}
+		out[r.RunID][r.Status] = r.N
+	}
+	return out, nil
+}
+
+// RunsByIDs finds runs by id, in any order; ids not found are left out.
+func RunsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Run, error) {
+	var runs []Run
+	if len(ids) == 0 {
+		return runs, nil
+	}
+	err := db.NewSelect().Model(&runs).Where("id IN (?)", bun.In(ids)).Scan(ctx)
+	return runs, err
+}
+
+// RunRepositories lists the repositories that have runs, removed ones
+// included, for filters.
+func RunRepositories(ctx context.Context, db bun.IDB) ([]string, error) {
+	var names []string
+	err := db.NewSelect().Model((*Run)(nil)).Distinct().Column("repository").Order("repository").Scan(ctx, &names)
+	return names, err
+}
+
+// PlanOutputs returns the plan output of each execution by row id.
+func PlanOutputs(ctx context.Context, db bun.IDB, ids []int64) (map[int64]string, error) {
+	out := make(map[int64]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		ID         int64
+		PlanOutput string
+	}
+	if err := db.NewSelect().Model((*Execution)(nil)).Column("id", "plan_output").
+		Where("id IN (?)", bun.In(ids)).Scan(ctx, &rows); err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.ID] = r.PlanOutput
+	}
+	return out, nil
+}
+
+// ApprovalsByIDs finds approvals by id, in any order.
+func ApprovalsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Approval, error) {
+	var as []Approval
+	if len(ids) == 0 {
+		return as, nil
+	}
+	err := db.NewSelect().Model(&as).Where("id IN (?)", bun.In(ids)).Scan(ctx)
+	return as, err
+}
+
+// VotesOfApprovals lists the votes of several approvals in the order they
+// were cast.
+func VotesOfApprovals(ctx context.Context, db bun.IDB, ids []int64) ([]Vote, error) {
+	var votes []Vote
+	if len(ids) == 0 {
+		return votes, nil
+	}
+	err := db.NewSelect().Model(&votes).Where("approval_id IN (?)", bun.In(ids)).OrderExpr("id").Scan(ctx)
+	return votes, err
+}
+
+// InsertVoteAt records a vote with the time it carries, for example data
+// (gantry dev --demo). Live votes go through InsertVote, whose time the
+// database's clock decides under the approval's lock.
+func InsertVoteAt(ctx context.Context, db bun.IDB, v *Vote) error {
+	_, err := db.NewInsert().Model(v).Returning("id, created_at").Exec(ctx)
+	return err
 }

@@ -13,6 +13,9 @@ type Page struct {
 	CSRF  string
 	Path  string
 	Flash *Flash
+	// DevMailbox says the dev mailbox page exists (gantry dev only), so the
+	// navigation links to it.
+	DevMailbox bool
 }
 
 // User is the signed-in person, as pages need them.

@@ -12,20 +12,6 @@ import (
 // The areas below are specified (docs/ and the seeds) but not built yet; their
 // pages say what will appear and how it will be set up, rather than pretend.
 var (
-	areaInfra = areas.View{
-		Title: "Infrastructure",
-		Lead:  "Terragrunt and Terraform changes, planned on every pull request and applied in dependency order after merge, with a vote between plan and apply.",
-		Empty: components.EmptyProps{
-			TestID: "empty-infra", Title: "Infrastructure delivery is not built yet",
-			Body: "When it is, your repositories, their open pull requests with plan status, and deployment runs with their execution graph will be listed here. Setting it up will take three steps:",
-			Steps: []string{
-				"Add the repository, its trunk branch and its accounts with voters to gantry.yaml.",
-				"Point a GitHub webhook at /webhooks/github with the configured secret.",
-				"Open a pull request: each changed unit is planned and gets a commit status.",
-			},
-			Doc: "docs/areas/infra.md",
-		},
-	}
 	areaDaemons = areas.View{
 		Title: "Daemons",
 		Lead:  "Exactly one copy of a task on every instance of a cluster, rolled out within a minimum-healthy budget and restarted when it dies.",
@@ -51,14 +37,6 @@ var (
 			TestID: "empty-pipelines", Title: "Pipelines are not built yet",
 			Body: "When they are, each pipeline's stages with the position of every revision in flight, gates waiting for approval, and batches will appear here. Until then, CI can already record its own steps in the deployment log (POST /api/v1/log).",
 			Doc:  "docs/areas/pipelines.md",
-		},
-	}
-	areaApprovals = areas.View{
-		Title: "Approvals",
-		Lead:  "Everything waiting for your vote: infrastructure plans, pipeline gates.",
-		Empty: components.EmptyProps{
-			TestID: "empty-approvals", Title: "Nothing is waiting for your vote",
-			Body: "Once infrastructure plans and pipeline gates are built, whatever names you as a voter is listed here, and you get an email with a link to approve or reject.",
 		},
 	}
 )

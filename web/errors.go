@@ -119,7 +119,7 @@ func (s *Server) classify(c echo.Context, err error) *apperr.Error {
 
 func wantsJSON(c echo.Context) bool {
 	r := c.Request()
-	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/allocations") || r.URL.Path == "/pools" || r.URL.Path == "/metrics" {
+	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/allocations") || r.URL.Path == "/pools" || r.URL.Path == "/metrics" || r.URL.Path == webhookPath {
 		return true
 	}
 	return strings.Contains(r.Header.Get(echo.HeaderAccept), echo.MIMEApplicationJSON) &&

@@ -104,7 +104,9 @@ func TestLogin(t *testing.T) {
 func TestEveryRouteRequiresAuthentication(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /login": true, "POST /login": true, "GET /assets/:name": true}
+	public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /login": true, "POST /login": true, "GET /assets/:name": true,
+		// The emailed voting link: its signed token is the credential.
+		"GET /approvals/link/:token": true, "POST /approvals/link/:token": true}
 	checked := 0
 	for _, r := range b.server.Routes() {
 		key := r.Method + " " + r.Path

@@ -1,10 +1,14 @@
 package web
 
 import (
+	"fmt"
+
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/assets"
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -31,7 +35,6 @@ func (s *Server) routes() {
 	e.GET("/", s.home, viewer)
 	e.GET("/log", s.logPage, viewer)
 	e.GET("/log/stream", s.logStream, viewer)
-	e.GET("/infra", s.areaPage(areaInfra), viewer)
 	e.GET("/environments", s.environmentsPage, viewer)
 	e.GET("/environments/allocations", s.allocationHistoryPage, viewer)
 	e.GET("/environments/:id", s.environmentPage, viewer)
@@ -40,10 +43,34 @@ func (s *Server) routes() {
 	e.GET("/daemons", s.areaPage(areaDaemons), viewer)
 	e.GET("/modules", s.areaPage(areaModules), viewer)
 	e.GET("/pipelines", s.areaPage(areaPipelines), viewer)
-	e.GET("/approvals", s.areaPage(areaApprovals), viewer)
 	e.GET("/tokens", s.tokensPage, viewer)
 	e.POST("/tokens", s.createTokenForm, viewer)
 	e.POST("/tokens/:id/revoke", s.revokeTokenForm, viewer)
+
+	// Infrastructure (seed 000): repositories, pull requests and their plans,
+	// runs with their execution graph, executions with live output and votes.
+	// The output tails are JSON for the pages' own script.
+	e.GET("/infra", s.infraPage, viewer)
+	e.GET("/infra/runs", s.runsPage, viewer)
+	e.GET("/infra/runs/:id", s.runPage, viewer)
+	e.GET("/infra/executions/:execution_id", s.executionPage, viewer)
+	e.GET("/infra/executions/:execution_id/output", s.executionOutputTail, viewer)
+	e.POST("/infra/executions/:execution_id/vote", s.voteForm, s.page(models.RoleApprover))
+	e.GET("/infra/plans/:id", s.planPage, viewer)
+	e.GET("/infra/plans/:id/output", s.planOutputTail, viewer)
+	e.GET("/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
+
+	// Approvals: what waits for the signed-in user's vote, and the emailed
+	// voting link, which needs no sign-in: its signed token is the credential.
+	e.GET("/approvals", s.approvalsPage, viewer)
+	e.GET(linkPrefix+":token", s.linkPage)
+	e.POST(linkPrefix+":token", s.linkVote)
+
+	// The dev mailbox, only under gantry dev (elsewhere these are 404s).
+	if s.Mailbox != nil {
+		e.GET("/dev/mailbox", s.mailboxPage, viewer)
+		e.GET("/dev/mailbox/:id", s.mailPage, viewer)
+	}
 
 	// Administration pages.
 	admin := e.Group("/admin", s.page(models.RoleAdmin))
@@ -71,6 +98,9 @@ func (s *Server) routes() {
 		g.GET("/pools", s.listPools, s.leaseReader)
 	}
 
+	// GitHub's deliveries: authenticated by their signature, not a session.
+	e.POST(webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
+
 	// JSON API.
 	v1 := e.Group("/api/v1", s.apiRateLimit())
 	v1.GET("/me", s.apiMe, s.api(models.RoleViewer, auth.ScopeRead))
@@ -85,5 +115,11 @@ func (s *Server) routes() {
 	v1.POST("/users", s.apiCreateUser, s.api(models.RoleAdmin, auth.ScopeAdmin))
 	v1.PATCH("/users/:id", s.apiUpdateUser, s.api(models.RoleAdmin, auth.ScopeAdmin))
 	v1.GET("/jobs", s.apiListJobs, s.api(models.RoleAdmin, auth.ScopeAdmin))
+	v1.GET("/infra/repositories", s.apiRepositories, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.GET("/infra/runs", s.apiListRuns, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.GET("/infra/runs/:id", s.apiGetRun, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.GET("/infra/executions/:execution_id", s.apiGetExecution, s.api(models.RoleViewer, auth.ScopeRead))
+	v1.POST("/infra/executions/:execution_id/votes", s.apiVote, s.api(models.RoleApprover, auth.ScopeVote))
+	v1.GET("/approvals", s.apiApprovals, s.api(models.RoleViewer, auth.ScopeRead))
 	v1.Any("/*", s.apiNotFound)
 }

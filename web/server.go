@@ -19,6 +19,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/devmail"
+	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
@@ -38,6 +40,11 @@ type Deps struct {
 	// AWSIdentity verifies IAM-signed callers of the allocation API; nil
 	// turns IAM authentication off.
 	AWSIdentity AWSIdentityVerifier
+	// Infra is the infrastructure delivery area.
+	Infra *infra.Service
+	// Mailbox, under gantry dev, keeps every email for /dev/mailbox; nil
+	// leaves that page out.
+	Mailbox *devmail.Mailbox
 }
 
 // AWSIdentityVerifier checks a signed sts:GetCallerIdentity request and

@@ -1,4 +1,5 @@
-// Gantry's own small script: live log tail, confirmations, copy buttons.
+// Gantry's own small script: live log tail, live command output,
+// confirmations, copy buttons.
 // Everything works without it; it only makes pages livelier.
 (function () {
   "use strict";
@@ -39,5 +40,51 @@
       var row = tbody.firstElementChild;
       if (row) row.classList.add("fresh");
     });
+  });
+
+  // A <pre data-tail-src> holds a command's output so far; while its step
+  // runs, ask for what is new every 2 s and append it. The answer says when
+  // the step is over: then reload once, so the page shows what came of it.
+  document.querySelectorAll("[data-tail-src]").forEach(function (pre) {
+    var src = pre.getAttribute("data-tail-src");
+    var offset = parseInt(pre.getAttribute("data-tail-offset"), 10) || 0;
+    var section = pre.closest("section") || document;
+    var status = section.querySelector("[data-tail-status]");
+    var label = status ? status.textContent : "";
+    var setStatus = function (text, cls) {
+      if (!status) return;
+      status.textContent = text;
+      status.className = "live " + cls;
+    };
+    var poll = function () {
+      var url = src + (src.indexOf("?") < 0 ? "?" : "&") + "offset=" + offset;
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (res) {
+          if (!res.ok) throw new Error("HTTP " + res.status);
+          return res.json();
+        })
+        .then(function (tail) {
+          setStatus(label, "on");
+          if (tail.text) {
+            var empty = section.querySelector("[data-tail-empty]");
+            if (empty) empty.remove();
+            var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+            pre.appendChild(document.createTextNode(tail.text));
+            if (atEnd) pre.scrollTop = pre.scrollHeight;
+          }
+          offset = tail.next;
+          if (tail.done) {
+            setStatus("finished, reloading…", "on");
+            window.location.reload();
+            return;
+          }
+          window.setTimeout(poll, 2000);
+        })
+        .catch(function () {
+          setStatus("connection lost, retrying…", "off");
+          window.setTimeout(poll, 5000);
+        });
+    };
+    window.setTimeout(poll, 1000);
   });
 })();

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,9 +16,13 @@ import (
 	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/devmail"
 	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/gitrepo"
+	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
@@ -38,6 +43,8 @@ type app struct {
 	pools    *pools.Service
 	postgres *pools.PostgresKind
 	aws      *awsenv.Provider
+	infra    *infra.Service
+	mailbox  *devmail.Mailbox // gantry dev only: every email sent, shown at /dev/mailbox
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -48,7 +55,16 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, getenv func(string) string) (*app, error) {
+// appOptions are the differences between gantry dev and the other commands.
+type appOptions struct {
+	devMailbox bool // keep every email in the database for the dev mailbox page
+}
+
+func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, getenv func(string) string, opts ...appOptions) (*app, error) {
+	var o appOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	db, err := models.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
@@ -63,13 +79,18 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 		db.Close()
 		return nil, err
 	}
+	sender, err := newMailSender(ctx, cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	var mailbox *devmail.Mailbox
+	if o.devMailbox {
+		mailbox = &devmail.Mailbox{DB: db.Bun, Next: sender}
+		sender = mailbox
+	}
 	notifier := &pools.DirtyNotifier{BaseURL: cfg.BaseURL.String()}
-	if cfg.SMTPURL != "" {
-		sender, err := mail.ParseURL(cfg.SMTPURL, cfg.MailFrom)
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("GANTRY_SMTP_URL: %w", err)
-		}
+	if sender != nil {
 		notifier.SendMail = func(ctx context.Context, to []string, subject, body string) error {
 			return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
 		}
@@ -79,7 +100,7 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 		db.Close()
 		return nil, err
 	}
-	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}, aws: aws}
+	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}, aws: aws, mailbox: mailbox}
 	a.pools = &pools.Service{
 		Queue: queue, Logger: logger, Retention: cfg.Retention, Notify: notifier,
 		Kinds: map[string]pools.Kind{
@@ -88,7 +109,46 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 			gantryfile.KindAWS:      pools.AWSKind{Provider: aws},
 		},
 	}
+	a.infra = &infra.Service{
+		Queue: queue, Logger: logger,
+		Git:     &gitrepo.Cache{Dir: filepath.Join(cfg.WorkDir, "git")},
+		WorkDir: filepath.Join(cfg.WorkDir, "jobs"),
+		Getenv:  getenv, GitHubAPI: cfg.GitHubAPIURL, BaseURL: cfg.BaseURL.String(),
+		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, LinkLifetime: cfg.VoteLinkTTL,
+		Roles: aws, CommandTimeout: cfg.CommandTimeout, Env: passedEnv(cfg.CommandEnv, getenv),
+	}
 	return a, nil
+}
+
+// newMailSender is SES when GANTRY_SES_REGION is set, SMTP when
+// GANTRY_SMTP_URL is, and nil (no mail) otherwise.
+func newMailSender(ctx context.Context, cfg *config.Config) (mail.Sender, error) {
+	switch {
+	case cfg.SESRegion != "":
+		s, err := mail.NewSES(ctx, mail.SESOptions{Region: cfg.SESRegion, Endpoint: cfg.SESEndpoint, From: cfg.MailFrom})
+		if err != nil {
+			return nil, fmt.Errorf("GANTRY_SES_REGION: %w", err)
+		}
+		return s, nil
+	case cfg.SMTPURL != "":
+		s, err := mail.ParseURL(cfg.SMTPURL, cfg.MailFrom)
+		if err != nil {
+			return nil, fmt.Errorf("GANTRY_SMTP_URL: %w", err)
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+// passedEnv is the NAME=value of each named variable that is set.
+func passedEnv(names []string, getenv func(string) string) []string {
+	var env []string
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			env = append(env, n+"="+v)
+		}
+	}
+	return env
 }
 
 func (a *app) close() {
@@ -96,9 +156,15 @@ func (a *app) close() {
 	a.db.Close()
 }
 
+// configResult is what applying gantry.yaml changed.
+type configResult struct {
+	pools.SyncResult
+	Repositories infra.SyncResult
+}
+
 // applyConfig syncs gantry.yaml (GANTRY_CONFIG) into the database; without
 // one there is nothing to apply.
-func (a *app) applyConfig(ctx context.Context) (*pools.SyncResult, error) {
+func (a *app) applyConfig(ctx context.Context) (*configResult, error) {
 	if a.cfg.ConfigFile == "" {
 		return nil, nil
 	}
@@ -110,7 +176,11 @@ func (a *app) applyConfig(ctx context.Context) (*pools.SyncResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("applying %s: %w", a.cfg.ConfigFile, err)
 	}
-	return &res, nil
+	repos, err := a.infra.Sync(ctx, f, "gantry:config")
+	if err != nil {
+		return nil, fmt.Errorf("applying %s: %w", a.cfg.ConfigFile, err)
+	}
+	return &configResult{SyncResult: res, Repositories: repos}, nil
 }
 
 // requireMigrated refuses to start on a schema that is behind the binary.
@@ -140,15 +210,16 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), jobs.NewMetricsCollector(a.db))
 	a.pools.Metrics = pools.NewMetrics(reg, a.db)
+	a.infra.Metrics = infra.NewMetrics(reg, a.db)
 
-	riverClient, err := jobs.NewClient(jobs.Deps{DB: a.db, Logger: a.logger, Pools: a.pools}, jobs.ClientOptions{Work: opts.workers, Concurrency: a.cfg.WorkerCount, Logger: a.logger})
+	riverClient, err := jobs.NewClient(jobs.Deps{DB: a.db, Logger: a.logger, Pools: a.pools, Infra: a.infra}, jobs.ClientOptions{Work: opts.workers, Concurrency: a.cfg.WorkerCount, Logger: a.logger})
 	if err != nil {
 		return err
 	}
 	if res, err := a.applyConfig(ctx); err != nil {
 		return err
 	} else if res != nil {
-		a.logger.Info("configuration applied", "file", a.cfg.ConfigFile, "registered", len(res.Registered), "deregistering", len(res.Deregistering), "deregistered", len(res.Deregistered))
+		a.logger.Info("configuration applied", "file", a.cfg.ConfigFile, "registered", len(res.Registered), "deregistering", len(res.Deregistering), "deregistered", len(res.Deregistered), "repositories", len(res.Repositories.Registered))
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -167,7 +238,7 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 		if err != nil {
 			return fmt.Errorf("GANTRY_ADDR=%s: %w", a.cfg.Addr, err)
 		}
-		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools, AWSIdentity: a.aws})
+		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools, AWSIdentity: a.aws, Infra: a.infra, Mailbox: a.mailbox})
 		if opts.ready != nil {
 			opts.ready(ln.Addr().String())
 		}

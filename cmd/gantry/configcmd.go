@@ -61,6 +61,12 @@ it: at once when nothing holds it, after its allocation ends otherwise.`,
 			for _, k := range res.Deregistered {
 				c.printf("  deregistered  %s\n", k)
 			}
+			for _, r := range res.Repositories.Registered {
+				c.printf("  registered    repository %s\n", r)
+			}
+			for _, r := range res.Repositories.Removed {
+				c.printf("  removed       repository %s\n", r)
+			}
 			return nil
 		},
 	}

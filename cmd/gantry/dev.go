@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -48,6 +50,11 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	if err := cfg.EnsureDevSecret(); err != nil {
 		return err
 	}
+	if c.getenv("GANTRY_BASE_URL") == "" {
+		// Links in emails (the dev mailbox's voting links) point where this
+		// process listens, --addr included.
+		cfg.BaseURL = devBaseURL(cfg.Addr)
+	}
 	logger := newLogger(cfg, c.stderr)
 
 	if cfg.DatabaseURL == "" {
@@ -73,7 +80,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		logger.Info("using the private database", "url", cfg.DatabaseURL)
 	}
 
-	a, err := openApp(ctx, cfg, logger, c.getenv)
+	a, err := openApp(ctx, cfg, logger, c.getenv, appOptions{devMailbox: true})
 	if err != nil {
 		return err
 	}
@@ -89,7 +96,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		return err
 	}
 	if loadDemo {
-		loaded, err := demo.Load(ctx, a.db.Bun, a.pools)
+		loaded, err := demo.Load(ctx, a.db.Bun, a.pools, a.infra)
 		if err != nil {
 			return fmt.Errorf("loading demo data: %w", err)
 		}
@@ -119,4 +126,16 @@ func (c *cli) ensureFirstAdmin(ctx context.Context, a *app) error {
 	}
 	c.printf("\nFirst admin user created. This password is shown only once:\n  email:    %s\n  password: %s\n\n", u.Email, password)
 	return nil
+}
+
+// devBaseURL is the address a browser on this machine reaches addr at.
+func devBaseURL(addr string) *url.URL {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &url.URL{Scheme: "http", Host: "localhost:8080"}
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"io/fs"
-	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -17,11 +15,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
 	"github.com/gantryhq/gantry/client"
 	"github.com/gantryhq/gantry/internal/awsenv"
-	"github.com/gantryhq/gantry/internal/config"
 )
 
 // releaseTimeout bounds releasing after a command, when the job may be about
@@ -29,7 +27,8 @@ import (
 const releaseTimeout = 30 * time.Second
 
 func (c *cli) envCommand() *cobra.Command {
-	conn := &envConn{cli: c}
+	conn := &envConn{serverConn: serverConn{cli: c,
+		tokenHint: "a token of a user listed under a client in gantry.yaml, with the read and write scopes"}}
 	cmd := &cobra.Command{
 		Use:   "env",
 		Short: "Lease test environments from a CI job: acquire, release, extend, exec",
@@ -62,64 +61,38 @@ unprefixed, and every one's are repeated as GANTRY_ENV_<i>_<NAME>, i from 0
 (GANTRY_ENV_1_DATABASE_URL, GANTRY_ENV_1_ALLOCATION_ID), with
 GANTRY_ENV_COUNT and GANTRY_ALLOCATION_IDS (the ids, space-separated).`,
 	}
-	cmd.PersistentFlags().StringVar(&conn.server, "server", "", "Gantry's URL (env GANTRY_SERVER, default GANTRY_BASE_URL)")
-	cmd.PersistentFlags().StringVar(&conn.token, "token", "", "API token (env GANTRY_TOKEN; prefer the variable, flags show in ps)")
+	conn.addFlags(cmd, true)
 	cmd.PersistentFlags().BoolVar(&conn.awsIdentity, "aws-identity", false, "authenticate with this machine's AWS credentials (an IAM-signed sts:GetCallerIdentity) instead of a token")
 	cmd.PersistentFlags().StringVar(&conn.stsEndpoint, "sts-endpoint", "", "with --aws-identity: the STS endpoint Gantry forwards to (default: the region's)")
 	cmd.AddCommand(c.envAcquire(conn), c.envRelease(conn), c.envExtend(conn), c.envExec(conn), c.envPools(conn))
 	return cmd
 }
 
-// envConn is where env commands send requests. They read GANTRY_SERVER and
-// GANTRY_TOKEN themselves rather than loading the server's configuration,
-// since CI machines have none.
+// envConn is where env commands send requests: a token's, or with
+// --aws-identity an AWS identity's.
 type envConn struct {
-	cli           *cli
-	server, token string
-	awsIdentity   bool
-	stsEndpoint   string
+	serverConn
+	awsIdentity bool
+	stsEndpoint string
 }
 
 func (e *envConn) client() (*client.Client, error) {
-	server := firstNonEmpty(e.server, e.cli.getenv("GANTRY_SERVER"), e.cli.getenv("GANTRY_BASE_URL"), defaultOf("GANTRY_BASE_URL"))
-	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("GANTRY_SERVER=%q: must be an absolute http:// or https:// URL", server)
+	if !e.awsIdentity {
+		return e.tokenClient(client.WithRetryHook(e.cli.logRetry))
 	}
-	if e.awsIdentity {
-		// Signed anew for every request: a signature is good for 15 minutes.
-		sign := func(ctx context.Context) (string, error) {
-			cfg, err := awsconfig.LoadDefaultConfig(ctx)
-			if err != nil {
-				return "", fmt.Errorf("loading AWS credentials: %w", err)
-			}
-			return awsenv.SignCallerIdentity(ctx, cfg, e.stsEndpoint)
+	server, err := e.serverURL()
+	if err != nil {
+		return nil, err
+	}
+	// Signed anew for every request: a signature is good for 15 minutes.
+	sign := func(ctx context.Context) (string, error) {
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return "", fmt.Errorf("loading AWS credentials: %w", err)
 		}
-		return client.New(server, client.WithAWSIdentity(sign), client.WithUserAgent("gantry-cli"), client.WithRetryHook(e.cli.logRetry)), nil
+		return awsenv.SignCallerIdentity(ctx, cfg, e.stsEndpoint)
 	}
-	token := firstNonEmpty(e.token, e.cli.getenv("GANTRY_TOKEN"))
-	if token == "" {
-		return nil, errors.New("no API token: set GANTRY_TOKEN (or --token) to a token of a user listed under a client in gantry.yaml, with the read and write scopes")
-	}
-	return client.New(server, client.WithToken(token), client.WithUserAgent("gantry-cli"), client.WithRetryHook(e.cli.logRetry)), nil
-}
-
-func firstNonEmpty(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// defaultOf is a configuration variable's documented default.
-func defaultOf(name string) string {
-	for _, v := range config.Vars {
-		if v.Name == name {
-			return v.Default
-		}
-	}
-	return ""
+	return client.New(server, client.WithAWSIdentity(sign), client.WithUserAgent("gantry-cli"), client.WithRetryHook(e.cli.logRetry)), nil
 }
 
 func (c *cli) eprintf(format string, args ...any) { fmt.Fprintf(c.stderr, format, args...) }

@@ -1,18 +1,43 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantryhq/gantry/client"
 	"github.com/gantryhq/gantry/internal/tgraph"
 )
 
 func (c *cli) infraCommand() *cobra.Command {
+	conn := &serverConn{cli: c, tokenHint: "an API token with the read scope, and the vote scope to vote " +
+		"(create one on Gantry's /tokens page, or: gantry admin token create --user EMAIL --name NAME --scopes read,vote)"}
 	cmd := &cobra.Command{
 		Use:   "infra",
-		Short: "Infrastructure delivery tools that need no server",
+		Short: "Follow and vote on infrastructure deployments; check a repository's dependency order",
+		Long: `gantry infra follows the deployments of merged pull requests and votes on their
+plans, from a terminal or a CI job. These commands need only the server and a token:
+
+  GANTRY_SERVER  Gantry's URL (or --server; default GANTRY_BASE_URL)
+  GANTRY_TOKEN   API token with the read scope, and the vote scope to vote
+                 (or --token); votes count as the token's user, who must be
+                 one of the execution's voters
+
+  gantry infra runs                    recent runs (one per merged pull request)
+  gantry infra run ID                  a run and its executions in dependency order
+  gantry infra execution EXECUTION_ID  one execution: its votes and plan output
+  gantry infra approvals               what waits for your vote
+  gantry infra vote EXECUTION_ID approve|reject
+
+gantry infra graph needs no server: it checks a repository's dependency order locally.`,
 	}
 	graph := &cobra.Command{
 		Use:   "graph DIR",
@@ -46,6 +71,371 @@ naming the file and line, so you can check a repository before pointing Gantry a
 		}
 		return fmt.Errorf("--output must be text, dot or json, not %q", *output)
 	}
-	cmd.AddCommand(graph)
+	cmd.AddCommand(graph, c.infraRuns(conn), c.infraRun(conn), c.infraExecution(conn), c.infraApprovals(conn), c.infraVote(conn))
 	return cmd
+}
+
+// infraServerCommand finishes a command that talks to the server: the
+// connection flags, -o text|json, and run getting a client once the
+// arguments passed the checks done before any request.
+func (c *cli) infraServerCommand(conn *serverConn, cmd *cobra.Command,
+	check func(args []string) error, run func(ctx context.Context, cl *client.Client, output string, args []string) error) *cobra.Command {
+	conn.addFlags(cmd, false)
+	output := cmd.Flags().StringP("output", "o", "text", "output format: text or json")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if *output != "text" && *output != "json" {
+			return fmt.Errorf("--output must be text or json, not %q", *output)
+		}
+		if check != nil {
+			if err := check(args); err != nil {
+				return err
+			}
+		}
+		cl, err := conn.tokenClient()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), cl, *output, args)
+	}
+	return cmd
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (c *cli) infraRuns(conn *serverConn) *cobra.Command {
+	var opts client.RunsOptions
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List deployment runs, newest first",
+		Long: `gantry infra runs lists deployment runs (one per pull request merged into a
+repository's trunk), newest first: id, repository, pull request, status, merge
+commit, when it started (a queued run waits for the repository's merge lock) and
+the pull request's title. -o json prints the runs as the API returns them.
+
+Statuses: queued, scanning, running, succeeded, failed.`,
+		Example: `  gantry infra runs
+  gantry infra runs --repository live --status running
+  gantry infra runs --pr 42 -o json | jq '.[0].id'`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&opts.Repository, "repository", "", "only this repository's runs (its name in gantry.yaml)")
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only runs with this status: queued, scanning, running, succeeded or failed")
+	cmd.Flags().IntVar(&opts.PR, "pr", 0, "only the runs of this pull request number")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "at most this many runs")
+	check := func([]string) error {
+		if opts.Limit < 1 {
+			return fmt.Errorf("--limit must be at least 1, not %d", opts.Limit)
+		}
+		return nil
+	}
+	return c.infraServerCommand(conn, cmd, check, func(ctx context.Context, cl *client.Client, output string, _ []string) error {
+		runs, err := cl.Runs(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if output == "json" {
+			return c.printJSON(runs)
+		}
+		if len(runs) == 0 {
+			c.printf("No runs.\n")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tREPOSITORY\tPR\tSTATUS\tMERGE\tSTARTED\tTITLE")
+		for _, r := range runs {
+			fmt.Fprintf(tw, "%d\t%s\t#%d\t%s\t%s\t%s\t%s\n", r.ID, r.Repository, r.PRNumber, r.Status, short(r.MergeCommit),
+				timeOrDash(r.StartedAt), oneLine(r.PRTitle, 60))
+		}
+		return tw.Flush()
+	})
+}
+
+func (c *cli) infraRun(conn *serverConn) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run ID",
+		Short: "Show a run and its executions in dependency order",
+		Long: `gantry infra run shows a deployment run and its executions (one per Terragrunt
+unit), each after the executions it waits for: its execution id, unit, account,
+status (with the step of a running one: planning, voting or applying) and what
+it runs after. Errors of failed and aborted executions follow the table.
+-o json prints the run as the API returns it, executions in the same order.`,
+		Example: `  gantry infra run 12
+  gantry infra run 12 -o json | jq -r '.executions[] | select(.step == "voting") | .execution_id'`,
+		Args: cobra.ExactArgs(1),
+	}
+	var id int64
+	check := func(args []string) error {
+		n, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q is not a run id: give the number gantry infra runs shows in its ID column", args[0])
+		}
+		id = n
+		return nil
+	}
+	return c.infraServerCommand(conn, cmd, check, func(ctx context.Context, cl *client.Client, output string, _ []string) error {
+		d, err := cl.Run(ctx, id)
+		if err != nil {
+			return err
+		}
+		if output == "json" {
+			return c.printJSON(d)
+		}
+		c.printRun(d)
+		return nil
+	})
+}
+
+func (c *cli) printRun(d *client.RunDetail) {
+	r := d.Run
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "run\t%d: %s #%d %s\n", r.ID, r.Repository, r.PRNumber, oneLine(r.PRTitle, 100))
+	status := r.Status
+	if d.HoldsMergeLock {
+		status += " (holds the merge lock)"
+	}
+	fmt.Fprintf(tw, "status\t%s\n", status)
+	fmt.Fprintf(tw, "merge\t%s (%s into %s, scan %s)\n", short(r.MergeCommit), r.HeadRef, r.BaseRef, r.Scan)
+	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "started\t%s\n", timeOrDash(r.StartedAt))
+	fmt.Fprintf(tw, "finished\t%s\n", timeOrDash(r.FinishedAt))
+	if len(r.DeletedUnits) > 0 {
+		fmt.Fprintf(tw, "deleted\t%s\n", strings.Join(r.DeletedUnits, ", "))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", r.Error)
+	}
+	_ = tw.Flush()
+	c.printf("\n")
+	if len(d.Executions) == 0 {
+		c.printf("No executions.\n")
+		return
+	}
+	accounts := map[string]bool{}
+	for _, x := range d.Executions {
+		accounts[x.AccountName] = true
+	}
+	tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXECUTION\tUNIT\tACCOUNT\tSTATUS\tAFTER")
+	for _, x := range d.Executions {
+		after := append([]string(nil), x.CfgDeps...)
+		for _, a := range x.AccountDeps {
+			if accounts[a] {
+				after = append(after, "account "+a)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.ExecutionID, x.CfgPath, x.AccountName, x.State(), orDash(strings.Join(after, ", ")))
+	}
+	_ = tw.Flush()
+	sep := "\n"
+	for _, x := range d.Executions {
+		if x.Error != "" {
+			c.printf("%s%s: %s\n", sep, x.CfgPath, x.Error)
+			sep = ""
+		}
+	}
+}
+
+func (c *cli) infraExecution(conn *serverConn) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "execution EXECUTION_ID",
+		Short: "Show one execution: its state, votes, and plan and apply output",
+		Long: `gantry infra execution shows one execution of a run (what gantry infra vote
+votes on): its unit and account, status, voters and thresholds, the votes cast,
+and the plan and apply output so far. Read the plan here before voting.
+-o json prints the execution as the API returns it.`,
+		Example: `  gantry infra execution run-42-c8c5-prod-vpc-001
+  gantry infra execution run-42-c8c5-prod-vpc-001 -o json | jq -r .plan_output`,
+		Args: cobra.ExactArgs(1),
+	}
+	return c.infraServerCommand(conn, cmd, nil, func(ctx context.Context, cl *client.Client, output string, args []string) error {
+		x, err := cl.Execution(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if output == "json" {
+			return c.printJSON(x)
+		}
+		c.printExecution(x)
+		return nil
+	})
+}
+
+func (c *cli) printExecution(x *client.Execution) {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "execution\t%s (run %d)\n", x.ExecutionID, x.RunID)
+	fmt.Fprintf(tw, "unit\t%s\n", x.CfgPath)
+	account := x.AccountName
+	if len(x.AccountDeps) > 0 {
+		account += " (after " + strings.Join(x.AccountDeps, ", ") + ")"
+	}
+	fmt.Fprintf(tw, "account\t%s\n", account)
+	fmt.Fprintf(tw, "after\t%s\n", orDash(strings.Join(x.CfgDeps, ", ")))
+	fmt.Fprintf(tw, "status\t%s\n", x.State())
+	fmt.Fprintf(tw, "voters\t%s (applied at %s, failed at %s)\n", strings.Join(x.Voters, ", "),
+		plural(x.MinApprovalCount, "approval", "approvals"), plural(x.MinRejectionCount, "rejection", "rejections"))
+	if x.ApprovalState != "" {
+		fmt.Fprintf(tw, "approval\t%s: approved by %s; rejected by %s\n", x.ApprovalState, orDash(strings.Join(x.ApprovalVoters, ", ")),
+			orDash(strings.Join(x.RejectionVoters, ", ")))
+	}
+	if x.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", x.Error)
+	}
+	_ = tw.Flush()
+	if len(x.Votes) > 0 {
+		c.printf("\nvotes (a voter's latest counts):\n")
+		tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		for _, v := range x.Votes {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\tvia %s\t%s\n", v.CreatedAt.UTC().Format(time.RFC3339), v.Voter, v.Decision, v.Via, oneLine(v.Comment, 100))
+		}
+		_ = tw.Flush()
+	}
+	for _, out := range []struct{ name, text string }{{"plan", x.PlanOutput}, {"apply", x.ApplyOutput}} {
+		if out.text != "" {
+			c.printf("\n--- %s output ---\n%s", out.name, out.text)
+			if !strings.HasSuffix(out.text, "\n") {
+				c.printf("\n")
+			}
+		}
+	}
+}
+
+func (c *cli) infraApprovals(conn *serverConn) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List the executions waiting for your vote",
+		Long: `gantry infra approvals lists the executions whose plan waits for the vote of
+the token's user: their execution id, run, unit, account and how many approvals
+apply the plan. Read a plan with gantry infra execution, then vote with
+gantry infra vote. -o json prints the executions as the API returns them.`,
+		Example: `  gantry infra approvals
+  gantry infra approvals -o json | jq -r '.[].execution_id'`,
+		Args: cobra.NoArgs,
+	}
+	return c.infraServerCommand(conn, cmd, nil, func(ctx context.Context, cl *client.Client, output string, _ []string) error {
+		xs, err := cl.Approvals(ctx)
+		if err != nil {
+			return err
+		}
+		if output == "json" {
+			return c.printJSON(xs)
+		}
+		if len(xs) == 0 {
+			c.printf("Nothing waits for your vote.\n")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EXECUTION\tRUN\tUNIT\tACCOUNT\tAPPLIES AT")
+		for _, x := range xs {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", x.ExecutionID, x.RunID, x.CfgPath, x.AccountName, plural(x.MinApprovalCount, "approval", "approvals"))
+		}
+		return tw.Flush()
+	})
+}
+
+func (c *cli) infraVote(conn *serverConn) *cobra.Command {
+	var comment string
+	cmd := &cobra.Command{
+		Use:   "vote EXECUTION_ID approve|reject",
+		Short: "Approve or reject an execution's plan",
+		Long: `gantry infra vote records the token's user's vote on an execution's plan and
+prints where the vote stands: pending, approved (the plan the voters saw is
+applied now) or rejected (the execution fails and what depends on it is
+aborted), with the approvals, rejections and the voters yet to vote.
+
+The token needs the vote scope, and its user the approver role and a place
+among the execution's voters; otherwise the server refuses the vote (403) and
+gantry exits non-zero with the server's message. A voter may change their vote
+until the execution is decided: the latest counts.
+
+A vote is sent again only when the server surely never got it (no connection,
+or rate limited). If the answer is lost on the way back, look at the execution
+(gantry infra execution) before voting again.`,
+		Example: `  gantry infra vote run-42-c8c5-prod-vpc-001 approve
+  gantry infra vote run-42-c8c5-prod-vpc-001 reject --comment "the subnet is too small"
+  gantry infra vote "$EXECUTION_ID" approve -o json | jq -r .state`,
+		Args: cobra.ExactArgs(2),
+	}
+	cmd.Flags().StringVar(&comment, "comment", "", "why, shown with the vote (at most 4,000 bytes)")
+	var decision string
+	check := func(args []string) error {
+		decision = strings.ToLower(args[1])
+		if decision != client.Approve && decision != client.Reject {
+			return fmt.Errorf("the decision must be approve or reject, not %q (gantry infra vote EXECUTION_ID approve|reject)", args[1])
+		}
+		return nil
+	}
+	return c.infraServerCommand(conn, cmd, check, func(ctx context.Context, cl *client.Client, output string, args []string) error {
+		res, err := cl.Vote(ctx, args[0], decision, comment)
+		if err != nil {
+			// An answer, or no connection at all, says what happened;
+			// anything else may have lost the answer to a recorded vote.
+			var ae *client.APIError
+			var op *net.OpError
+			if !errors.As(err, &ae) && !(errors.As(err, &op) && op.Op == "dial") && ctx.Err() == nil {
+				return fmt.Errorf("%w; the vote may have been recorded: check with gantry infra execution %s before voting again", err, args[0])
+			}
+			return err
+		}
+		if output == "json" {
+			return c.printJSON(res)
+		}
+		c.printVote(args[0], res)
+		return nil
+	})
+}
+
+func (c *cli) printVote(executionID string, res *client.VoteResult) {
+	tally := plural(res.Approvals, "approval", "approvals") + ", " + plural(res.Rejections, "rejection", "rejections")
+	switch res.State {
+	case client.ApprovalApproved:
+		c.printf("%s: approved (%s); the plan is being applied\n", executionID, tally)
+	case client.ApprovalRejected:
+		c.printf("%s: rejected (%s); the execution failed and what depends on it is aborted\n", executionID, tally)
+	default:
+		c.printf("%s: %s (%s)", executionID, res.State, tally)
+		if len(res.Waiting) > 0 {
+			c.printf("; waiting for %s", strings.Join(res.Waiting, ", "))
+		}
+		c.printf("\n")
+	}
+}
+
+// short is a commit's abbreviation.
+func short(sha string) string { return sha[:min(len(sha), 8)] }
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine is s's first line, cut to at most n characters.
+func oneLine(s string, n int) string {
+	s, _, cut := strings.Cut(s, "\n")
+	if r := []rune(s); len(r) > n {
+		s, cut = string(r[:n]), true
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

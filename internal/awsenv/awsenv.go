@@ -8,6 +8,8 @@
 //     mechanism: an inline policy AWSRevokeOlderSessions on the role denying
 //     everything to tokens issued earlier (see revoke.go).
 //   - AdminCredentials gives the cleanup command a session of its own.
+//   - RoleEnv assumes any other role (a Terraform plan or apply role) for one
+//     command and gives the command's environment its keys (see role.go).
 //   - SignCallerIdentity and VerifyCallerIdentity are the two halves of AWS
 //     IAM authentication of Gantry's callers (see identity.go).
 //
@@ -52,6 +54,7 @@ const (
 const (
 	GrantSessionPrefix = "gantry-alloc-"
 	AdminSessionPrefix = "gantry-admin-"
+	RoleSessionPrefix  = "gantry-infra-"
 )
 
 // defaultRegion signs STS calls when neither Options nor the environment name
@@ -221,6 +224,12 @@ func (p *Provider) assume(ctx context.Context, env Env, sessionName string, dura
 	if env.Region == "" {
 		return Credentials{}, fmt.Errorf("aws environment %s: no region", role.arn)
 	}
+	return p.assumeRole(ctx, role, env.Region, sessionName, duration)
+}
+
+// assumeRole calls sts:AssumeRole; region is what the credentials are for
+// (their Env), not where STS is called.
+func (p *Provider) assumeRole(ctx context.Context, role roleARN, region, sessionName string, duration time.Duration) (Credentials, error) {
 	out, err := p.sts.AssumeRole(ctx, &sts.AssumeRoleInput{
 		RoleArn:         aws.String(role.arn),
 		RoleSessionName: aws.String(sessionName),
@@ -238,7 +247,7 @@ func (p *Provider) assume(ctx context.Context, env Env, sessionName string, dura
 		SecretAccessKey: *c.SecretAccessKey,
 		SessionToken:    *c.SessionToken,
 		Expiration:      *c.Expiration,
-		Region:          env.Region,
+		Region:          region,
 		Account:         role.account,
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,6 +47,13 @@ type Config struct {
 	AWSRegion      string        // GANTRY_AWS_REGION
 	STSEndpoint    string        // GANTRY_AWS_STS_ENDPOINT
 	IAMEndpoint    string        // GANTRY_AWS_IAM_ENDPOINT
+	SESRegion      string        // GANTRY_SES_REGION: mail goes through SES instead of SMTP
+	SESEndpoint    string        // GANTRY_SES_ENDPOINT
+	WorkDir        string        // GANTRY_WORK_DIR: git mirrors, checkouts and plan files
+	GitHubAPIURL   string        // GANTRY_GITHUB_API_URL, for GitHub Enterprise
+	VoteLinkTTL    time.Duration // GANTRY_VOTE_LINK_TTL, how long an emailed voting link works
+	CommandTimeout time.Duration // GANTRY_COMMAND_TIMEOUT bounds one plan or apply
+	CommandEnv     []string      // GANTRY_COMMAND_ENV: names of variables passed on to plan and apply
 }
 
 // Var documents one environment variable.
@@ -80,8 +88,17 @@ var Vars = []Var{
 	{"GANTRY_AWS_REGION", "us-east-1", "Region of the STS and IAM calls for aws environment pools."},
 	{"GANTRY_AWS_STS_ENDPOINT", "", "STS endpoint override (e.g. a VPC endpoint); empty: AWS's own."},
 	{"GANTRY_AWS_IAM_ENDPOINT", "", "IAM endpoint override; empty: AWS's own."},
+	{"GANTRY_SES_REGION", "", "Send mail through Amazon SES v2 in this region (with the AWS credentials of the process) instead of SMTP."},
+	{"GANTRY_SES_ENDPOINT", "", "SES endpoint override (a VPC endpoint); empty: AWS's own for GANTRY_SES_REGION."},
+	{"GANTRY_WORK_DIR", "", "Directory for git mirrors, checkouts and plan files of the infrastructure area; empty: GANTRY_DATA_DIR/work. Each process needs its own or a shared one; nothing in it outlives a job."},
+	{"GANTRY_GITHUB_API_URL", "", "GitHub REST API base URL for commit statuses; empty: https://api.github.com/ (set it for GitHub Enterprise Server)."},
+	{"GANTRY_VOTE_LINK_TTL", "168h", "How long a voting link emailed to an approver works."},
+	{"GANTRY_COMMAND_TIMEOUT", "2h", "Time limit of one plan or apply command."},
+	{"GANTRY_COMMAND_ENV", "", "Comma-separated names of variables of Gantry's environment passed on to plan and apply commands (e.g. TF_PLUGIN_CACHE_DIR,TF_CLI_CONFIG_FILE); commands get only PATH, HOME and LANG otherwise."},
 	{"GANTRY_TRUSTED_PROXIES", "", "Comma-separated CIDRs of the load balancers in front of Gantry; X-Forwarded-For is believed only from them. Empty: the connection's address is the client's."},
 }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // FieldError names the variable that is wrong and why.
 type FieldError struct {
@@ -132,16 +149,20 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	}
 
 	c := &Config{
-		SMTPURL:     get("GANTRY_SMTP_URL"),
-		MailFrom:    get("GANTRY_MAIL_FROM"),
-		AWSRegion:   get("GANTRY_AWS_REGION"),
-		STSEndpoint: get("GANTRY_AWS_STS_ENDPOINT"),
-		IAMEndpoint: get("GANTRY_AWS_IAM_ENDPOINT"),
-		DatabaseURL: get("DATABASE_URL"),
-		Addr:        get("GANTRY_ADDR"),
-		ConfigFile:  get("GANTRY_CONFIG"),
-		DataDir:     get("GANTRY_DATA_DIR"),
-		LogFormat:   get("GANTRY_LOG_FORMAT"),
+		SMTPURL:      get("GANTRY_SMTP_URL"),
+		MailFrom:     get("GANTRY_MAIL_FROM"),
+		AWSRegion:    get("GANTRY_AWS_REGION"),
+		STSEndpoint:  get("GANTRY_AWS_STS_ENDPOINT"),
+		IAMEndpoint:  get("GANTRY_AWS_IAM_ENDPOINT"),
+		SESRegion:    get("GANTRY_SES_REGION"),
+		SESEndpoint:  get("GANTRY_SES_ENDPOINT"),
+		WorkDir:      get("GANTRY_WORK_DIR"),
+		GitHubAPIURL: get("GANTRY_GITHUB_API_URL"),
+		DatabaseURL:  get("DATABASE_URL"),
+		Addr:         get("GANTRY_ADDR"),
+		ConfigFile:   get("GANTRY_CONFIG"),
+		DataDir:      get("GANTRY_DATA_DIR"),
+		LogFormat:    get("GANTRY_LOG_FORMAT"),
 	}
 	fail := func(name, reason string) {
 		errs = append(errs, &FieldError{Var: name, Value: get(name), Reason: reason})
@@ -189,7 +210,28 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	c.RequestTimeout = positiveDuration(get, fail, "GANTRY_REQUEST_TIMEOUT")
 	c.ShutdownGrace = positiveDuration(get, fail, "GANTRY_SHUTDOWN_GRACE")
 	c.Retention = positiveDuration(get, fail, "GANTRY_ALLOCATION_RETENTION")
-	for _, name := range []string{"GANTRY_SMTP_URL", "GANTRY_AWS_STS_ENDPOINT", "GANTRY_AWS_IAM_ENDPOINT"} {
+	c.VoteLinkTTL = positiveDuration(get, fail, "GANTRY_VOTE_LINK_TTL")
+	c.CommandTimeout = positiveDuration(get, fail, "GANTRY_COMMAND_TIMEOUT")
+	if c.WorkDir == "" {
+		c.WorkDir = filepath.Join(c.DataDir, "work")
+	}
+	for _, name := range strings.Split(get("GANTRY_COMMAND_ENV"), ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if !envName.MatchString(name) {
+			fail("GANTRY_COMMAND_ENV", fmt.Sprintf("%q is not a variable name", name))
+			continue
+		}
+		c.CommandEnv = append(c.CommandEnv, name)
+	}
+	if c.SESEndpoint != "" && c.SESRegion == "" {
+		fail("GANTRY_SES_ENDPOINT", "needs GANTRY_SES_REGION as well")
+	}
+	if c.SESRegion != "" && get("GANTRY_SMTP_URL") != "" {
+		fail("GANTRY_SES_REGION", "choose one way to send mail: GANTRY_SES_REGION or GANTRY_SMTP_URL, not both")
+	}
+	for _, name := range []string{"GANTRY_SMTP_URL", "GANTRY_AWS_STS_ENDPOINT", "GANTRY_AWS_IAM_ENDPOINT", "GANTRY_SES_ENDPOINT", "GANTRY_GITHUB_API_URL"} {
 		if v := get(name); v != "" {
 			if u, err := url.Parse(v); err != nil || u.Host == "" {
 				fail(name, "must be an absolute URL")

@@ -80,3 +80,13 @@ func TestDevSecretSurvivesRestarts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
+
+// TestEveryVariableIsDocumented keeps docs/configuration.md in step with
+// Vars: an operator reads the table, not the code.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	for _, v := range config.Vars {
+		require.Contains(t, string(doc), "| `"+v.Name+"` |", "docs/configuration.md has no row for %s", v.Name)
+	}
+}

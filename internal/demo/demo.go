@@ -13,6 +13,7 @@ import (
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
@@ -31,8 +32,31 @@ var People = []access.NewUser{
 	{Email: "vera.viewer@example.com", Name: "Vera Viewer", Role: "viewer", Password: Password},
 }
 
-// Load adds the demo data once; it reports false when it was already there.
-func Load(ctx context.Context, db bun.IDB, pools *pools.Service) (bool, error) {
+// Load adds the demo data once; it reports false when it was already
+// there. The infrastructure part is added once on its own, so a database
+// loaded before it existed gets it too; its vote requests go out through
+// infraSvc (the dev mailbox under gantry dev), when given.
+func Load(ctx context.Context, db bun.IDB, pools *pools.Service, infraSvc *infra.Service) (bool, error) {
+	base, err := loadBase(ctx, db, pools)
+	if err != nil {
+		return false, err
+	}
+	loaded, voting, err := loadInfra(ctx, db)
+	if err != nil {
+		return false, fmt.Errorf("loading the infrastructure demo: %w", err)
+	}
+	if infraSvc != nil {
+		for _, id := range voting {
+			if err := infraSvc.RequestVote(ctx, id, Approver); err != nil {
+				return false, fmt.Errorf("mailing the demo vote request: %w", err)
+			}
+		}
+	}
+	return base || loaded, nil
+}
+
+// loadBase adds the users, a token, a pipeline's log and the device farm.
+func loadBase(ctx context.Context, db bun.IDB, pools *pools.Service) (bool, error) {
 	_, err := models.LatestRevision(ctx, db, "demo", loadedEvent)
 	if err == nil {
 		return false, nil

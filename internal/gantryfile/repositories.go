@@ -63,15 +63,15 @@ type Account struct {
 // `--working-dir`), not the flags the seed's scripts used, which are gone.
 var runnerPresets = map[string]Commands{
 	"terragrunt": {
-		Plan:    []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-detailed-exitcode", "-out={plan_file}"},
-		Apply:   []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "apply", "-input=false", "{plan_file}"},
-		Destroy: []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "destroy", "-input=false", "-auto-approve"},
+		Plan:    []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out={plan_file}"},
+		Apply:   []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "apply", "-input=false", "-no-color", "{plan_file}"},
+		Destroy: []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "destroy", "-input=false", "-no-color", "-auto-approve"},
 	},
 	"terraform": {
 		Init:    []string{"terraform", "-chdir={dir}", "init", "-input=false", "-no-color"},
-		Plan:    []string{"terraform", "-chdir={dir}", "plan", "-input=false", "-detailed-exitcode", "-out={plan_file}"},
-		Apply:   []string{"terraform", "-chdir={dir}", "apply", "-input=false", "{plan_file}"},
-		Destroy: []string{"terraform", "-chdir={dir}", "destroy", "-input=false", "-auto-approve"},
+		Plan:    []string{"terraform", "-chdir={dir}", "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out={plan_file}"},
+		Apply:   []string{"terraform", "-chdir={dir}", "apply", "-input=false", "-no-color", "{plan_file}"},
+		Destroy: []string{"terraform", "-chdir={dir}", "destroy", "-input=false", "-no-color", "-auto-approve"},
 	},
 }
 

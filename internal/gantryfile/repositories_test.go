@@ -41,7 +41,7 @@ func TestRepositories(t *testing.T) {
 	live := f.Repositories[0]
 	require.Equal(t, "main", live.Trunk, "trunk defaults to main")
 	require.Equal(t, "graph", live.Scan)
-	require.Equal(t, []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-detailed-exitcode", "-out={plan_file}"}, live.Commands.Plan, "Terragrunt 1.x CLI by default")
+	require.Equal(t, []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out={plan_file}"}, live.Commands.Plan, "Terragrunt 1.x CLI by default")
 	require.True(t, live.StatusEnabled("plan"))
 	require.False(t, live.StatusEnabled("merge_lock"))
 	require.Equal(t, "prod", live.AccountFor("live/prod/eu-west-1/vpc").Name)

@@ -1,14 +1,10 @@
 package github_test
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -16,168 +12,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/internal/github/githubtest"
 )
-
-// request is what the fake GitHub received.
-type request struct {
-	Method, Path string
-	Header       http.Header
-	Body         map[string]any
-}
-
-// fakeGitHub answers POST /repos/{owner}/{repo}/statuses/{sha} the way
-// GitHub's REST API documents it ("Create a commit status"): 201 with the
-// status, 401 for a bad token, 404 for a repository the token cannot see,
-// 422 for an unknown commit or an invalid field.
-type fakeGitHub struct {
-	token   string
-	repos   map[string]bool // "owner/repo"
-	commits map[string]bool // sha
-	// answer, when set, replaces the answer to the next requests.
-	answer func(w http.ResponseWriter) bool
-
-	mu       sync.Mutex
-	requests []request
-	nextID   int64
-}
-
-func newFakeGitHub(t *testing.T, prefix string) (*fakeGitHub, *httptest.Server) {
-	f := &fakeGitHub{
-		token:   "ghs_test_token",
-		repos:   map[string]bool{"acme/infra-live": true},
-		commits: map[string]bool{sha: true},
-		nextID:  1,
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+prefix+"/repos/{owner}/{repo}/statuses/{sha}", f.createStatus)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		f.record(r, nil)
-		writeJSON(w, http.StatusNotFound, map[string]any{
-			"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404",
-		})
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return f, srv
-}
 
 const sha = "b7a4c1e9d2f35a6b8c0d1e2f3a4b5c6d7e8f9a01"
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-GitHub-Media-Type", "github.v3; format=json")
-	w.Header().Set("X-RateLimit-Limit", "5000")
-	w.Header().Set("X-RateLimit-Remaining", "4999")
-	w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(time.Hour).Unix()))
-	w.Header().Set("X-RateLimit-Used", "1")
-	w.Header().Set("X-RateLimit-Resource", "core")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func (f *fakeGitHub) record(r *http.Request, body map[string]any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.requests = append(f.requests, request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-}
-
-func (f *fakeGitHub) received() []request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]request(nil), f.requests...)
-}
-
-func (f *fakeGitHub) createStatus(w http.ResponseWriter, r *http.Request) {
-	var body map[string]any
-	raw, _ := io.ReadAll(r.Body)
-	if err := json.Unmarshal(raw, &body); err != nil {
-		f.record(r, nil)
-		writeJSON(w, http.StatusBadRequest, map[string]any{
-			"message": "Problems parsing JSON", "documentation_url": docs, "status": "400",
-		})
-		return
-	}
-	f.record(r, body)
-	if f.answer != nil && f.answer(w) {
-		return
-	}
-	owner, repo, commit := r.PathValue("owner"), r.PathValue("repo"), r.PathValue("sha")
-	switch {
-	case r.Header.Get("Authorization") != "Bearer "+f.token:
-		writeJSON(w, http.StatusUnauthorized, map[string]any{
-			"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest", "status": "401",
-		})
-		return
-	case !f.repos[owner+"/"+repo]:
-		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found", "documentation_url": docs, "status": "404"})
-		return
-	}
-	state, _ := body["state"].(string)
-	switch state {
-	case "pending", "success", "failure", "error":
-	default:
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
-			"message": "Validation Failed",
-			"errors": []any{map[string]any{
-				"resource": "Status", "code": "custom", "field": "state",
-				"message": "state is not included in the list",
-			}},
-			"documentation_url": docs, "status": "422",
-		})
-		return
-	}
-	if d, _ := body["description"].(string); utf8.RuneCountInString(d) > 140 {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
-			"message": "Validation Failed",
-			"errors": []any{map[string]any{
-				"resource": "Status", "code": "custom", "field": "description",
-				"message": "description is too long (maximum is 140 characters)",
-			}},
-			"documentation_url": docs, "status": "422",
-		})
-		return
-	}
-	if !f.commits[commit] {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
-			"message": "No commit found for SHA: " + commit, "documentation_url": docs, "status": "422",
-		})
-		return
-	}
-	f.mu.Lock()
-	id := f.nextID
-	f.nextID++
-	f.mu.Unlock()
-	ctx, ok := body["context"].(string)
-	if !ok {
-		ctx = "default"
-	}
-	now := time.Now().UTC().Format(time.RFC3339)
-	statusURL := fmt.Sprintf("https://api.github.com/repos/%s/%s/statuses/%s", owner, repo, commit)
-	w.Header().Set("Location", statusURL)
-	writeJSON(w, http.StatusCreated, map[string]any{
-		"url":         statusURL,
-		"avatar_url":  "https://avatars.githubusercontent.com/in/123456?v=4",
-		"id":          id,
-		"node_id":     "SC_kwDOMG8xTs8AAAAB",
-		"state":       state,
-		"description": body["description"],
-		"target_url":  body["target_url"],
-		"context":     ctx,
-		"created_at":  now,
-		"updated_at":  now,
-		"creator": map[string]any{
-			"login": "gantry[bot]", "id": 987654, "node_id": "BOT_kgDOAA8sJg", "type": "Bot", "site_admin": false,
-		},
-	})
-}
-
 const docs = "https://docs.github.com/rest/commits/statuses#create-a-commit-status"
+
+func newFakeGitHub(t *testing.T, prefix string) *githubtest.Server {
+	return githubtest.New(t, githubtest.Options{Prefix: prefix, Repos: []string{"acme/infra-live"}, Commits: []string{sha}})
+}
 
 func TestSetStatus(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	fake, srv := newFakeGitHub(t, "")
-	client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+	fake := newFakeGitHub(t, "")
+	client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 	require.NoError(t, err)
 
 	require.NoError(t, client.SetStatus(ctx, "acme", "infra-live", sha, github.Status{
@@ -191,7 +41,7 @@ func TestSetStatus(t *testing.T) {
 		Context: github.ContextMergeLock,
 	}))
 
-	got := fake.received()
+	got := fake.Requests()
 	require.Len(t, got, 2)
 	first := got[0]
 	require.Equal(t, http.MethodPost, first.Method)
@@ -213,15 +63,15 @@ func TestSetStatus(t *testing.T) {
 
 func TestSetStatus_truncatesTheDescription(t *testing.T) {
 	t.Parallel()
-	fake, srv := newFakeGitHub(t, "")
-	client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+	fake := newFakeGitHub(t, "")
+	client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 	require.NoError(t, err)
 
 	long := strings.Repeat("é", 200)
 	require.NoError(t, client.SetStatus(t.Context(), "acme", "infra-live", sha, github.Status{
 		State: github.StateFailure, Context: "gantry/plan: live/dev/rds", Description: long,
 	}))
-	d := fake.received()[0].Body["description"].(string)
+	d := fake.Requests()[0].Body["description"].(string)
 	require.Equal(t, 140, utf8.RuneCountInString(d))
 	require.Equal(t, strings.Repeat("é", 139)+"…", d)
 
@@ -229,20 +79,20 @@ func TestSetStatus_truncatesTheDescription(t *testing.T) {
 	require.NoError(t, client.SetStatus(t.Context(), "acme", "infra-live", sha, github.Status{
 		State: github.StateError, Context: "c", Description: exact,
 	}))
-	require.Equal(t, exact, fake.received()[1].Body["description"])
+	require.Equal(t, exact, fake.Requests()[1].Body["description"])
 }
 
 func TestSetStatus_enterpriseBaseURL(t *testing.T) {
 	t.Parallel()
-	fake, srv := newFakeGitHub(t, "/api/v3")
-	for _, base := range []string{srv.URL + "/api/v3", srv.URL + "/api/v3/"} {
-		client, err := github.NewStatusClient(srv.Client(), fake.token, base)
+	fake := newFakeGitHub(t, "/api/v3")
+	for _, base := range []string{fake.URL, fake.URL + "/"} {
+		client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, base)
 		require.NoError(t, err)
 		require.NoError(t, client.SetStatus(t.Context(), "acme", "infra-live", sha, github.Status{
 			State: github.StateSuccess, Context: "c",
 		}), base)
 	}
-	for _, r := range fake.received() {
+	for _, r := range fake.Requests() {
 		require.Equal(t, "/api/v3/repos/acme/infra-live/statuses/"+sha, r.Path)
 	}
 }
@@ -254,8 +104,8 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 
 	t.Run("422 for an unknown commit names it", func(t *testing.T) {
 		t.Parallel()
-		fake, srv := newFakeGitHub(t, "")
-		client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+		fake := newFakeGitHub(t, "")
+		client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 		require.NoError(t, err)
 		unknown := strings.Repeat("0", 40)
 		err = client.SetStatus(ctx, "acme", "infra-live", unknown, ok)
@@ -270,9 +120,9 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 
 	t.Run("422 validation errors carry GitHub's details", func(t *testing.T) {
 		t.Parallel()
-		fake, srv := newFakeGitHub(t, "")
-		fake.answer = func(w http.ResponseWriter) bool {
-			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+		fake := newFakeGitHub(t, "")
+		fake.Answer = func(w http.ResponseWriter) bool {
+			githubtest.WriteJSON(w, http.StatusUnprocessableEntity, map[string]any{
 				"message": "Validation Failed",
 				"errors": []any{map[string]any{
 					"resource": "Status", "code": "custom",
@@ -282,7 +132,7 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 			})
 			return true
 		}
-		client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+		client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 		require.NoError(t, err)
 		err = client.SetStatus(ctx, "acme", "infra-live", sha, ok)
 		require.ErrorContains(t, err, "422 Unprocessable Entity: Validation Failed (This SHA and context has reached the maximum number of statuses.)")
@@ -290,8 +140,8 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 
 	t.Run("401 for a bad token", func(t *testing.T) {
 		t.Parallel()
-		_, srv := newFakeGitHub(t, "")
-		client, err := github.NewStatusClient(srv.Client(), "ghs_revoked", srv.URL)
+		fake := newFakeGitHub(t, "")
+		client, err := github.NewStatusClient(fake.HTTP.Client(), "ghs_revoked", fake.URL)
 		require.NoError(t, err)
 		err = client.SetStatus(ctx, "acme", "infra-live", sha, ok)
 		var apiErr *github.APIError
@@ -303,8 +153,8 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 
 	t.Run("404 for a repository the token cannot see", func(t *testing.T) {
 		t.Parallel()
-		fake, srv := newFakeGitHub(t, "")
-		client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+		fake := newFakeGitHub(t, "")
+		client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 		require.NoError(t, err)
 		err = client.SetStatus(ctx, "acme", "secret-repo", sha, ok)
 		var apiErr *github.APIError
@@ -314,17 +164,17 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 
 	t.Run("secondary rate limit and 5xx are temporary", func(t *testing.T) {
 		t.Parallel()
-		fake, srv := newFakeGitHub(t, "")
-		fake.answer = func(w http.ResponseWriter) bool {
+		fake := newFakeGitHub(t, "")
+		fake.Answer = func(w http.ResponseWriter) bool {
 			w.Header().Set("Retry-After", "60")
-			writeJSON(w, http.StatusForbidden, map[string]any{
+			githubtest.WriteJSON(w, http.StatusForbidden, map[string]any{
 				"message":           "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
 				"documentation_url": "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
 				"status":            "403",
 			})
 			return true
 		}
-		client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+		client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 		require.NoError(t, err)
 		err = client.SetStatus(ctx, "acme", "infra-live", sha, ok)
 		var apiErr *github.APIError
@@ -333,12 +183,12 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 		require.True(t, apiErr.Temporary())
 		require.Equal(t, time.Minute, apiErr.RetryAfter)
 
-		fake2, srv2 := newFakeGitHub(t, "")
-		fake2.answer = func(w http.ResponseWriter) bool {
-			writeJSON(w, http.StatusBadGateway, map[string]any{"message": "Server Error"})
+		fake2 := newFakeGitHub(t, "")
+		fake2.Answer = func(w http.ResponseWriter) bool {
+			githubtest.WriteJSON(w, http.StatusBadGateway, map[string]any{"message": "Server Error"})
 			return true
 		}
-		client2, err := github.NewStatusClient(srv2.Client(), fake2.token, srv2.URL)
+		client2, err := github.NewStatusClient(fake2.HTTP.Client(), fake2.Token, fake2.URL)
 		require.NoError(t, err)
 		err = client2.SetStatus(ctx, "acme", "infra-live", sha, ok)
 		require.ErrorAs(t, err, &apiErr)
@@ -361,8 +211,8 @@ func TestSetStatus_errorsFromGitHub(t *testing.T) {
 
 func TestSetStatus_refusesBadInputWithoutARequest(t *testing.T) {
 	t.Parallel()
-	fake, srv := newFakeGitHub(t, "")
-	client, err := github.NewStatusClient(srv.Client(), fake.token, srv.URL)
+	fake := newFakeGitHub(t, "")
+	client, err := github.NewStatusClient(fake.HTTP.Client(), fake.Token, fake.URL)
 	require.NoError(t, err)
 	ok := github.Status{State: github.StatePending, Context: "c"}
 
@@ -383,7 +233,7 @@ func TestSetStatus_refusesBadInputWithoutARequest(t *testing.T) {
 	} {
 		require.Error(t, client.SetStatus(t.Context(), tc.owner, tc.repo, tc.sha, tc.status), name)
 	}
-	require.Empty(t, fake.received())
+	require.Empty(t, fake.Requests())
 }
 
 func TestNewStatusClient(t *testing.T) {

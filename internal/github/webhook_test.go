@@ -49,7 +49,7 @@ func TestVerifySignature(t *testing.T) {
 // delivery reads a payload from testdata, as GitHub would deliver it.
 func delivery(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	b, err := os.ReadFile(filepath.Join("githubtest", "testdata", name))
 	require.NoError(t, err)
 	return b
 }

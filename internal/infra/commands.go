@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/runner"
 )
@@ -49,14 +50,16 @@ func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("unit %s: %w", c.Unit, err)
 	}
-	env := slices.Clone(s.Env)
+	// Terraform's own switches for running unattended come first, so
+	// GANTRY_COMMAND_ENV can still override them.
+	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
 	if c.Role != "" {
 		if s.Roles == nil {
 			return runner.Result{}, fmt.Errorf("unit %s runs as %s, but this Gantry has no AWS access configured", c.Unit, c.Role)
 		}
-		roleEnv, err := s.Roles.RoleEnv(ctx, c.Role, c.Session, s.commandTimeout())
+		roleEnv, err := s.Roles.RoleEnv(ctx, c.Role, c.Session, roleSession(s.commandTimeout()))
 		if err != nil {
-			return runner.Result{}, fmt.Errorf("assuming %s: %w", c.Role, err)
+			return runner.Result{}, err
 		}
 		env = append(env, roleEnv...)
 	}
@@ -73,6 +76,11 @@ func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner
 	}
 	return runner.Result{}, fmt.Errorf("unit %s: no command to run", c.Unit)
 }
+
+// roleSession is how long an assumed role's credentials last: the command's
+// time limit, but at most an hour, which is what AWS allows a role by
+// default and at most when Gantry itself runs as a role (role chaining).
+func roleSession(timeout time.Duration) time.Duration { return min(timeout, time.Hour) }
 
 // planOutcome reads a plan's exit code. With -detailed-exitcode, 0 is "no
 // changes" and 2 "changes"; without it a plan that succeeds counts as

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/runner"
@@ -19,25 +20,15 @@ import (
 // succeeds at once; a failed one fails and aborts what depends on it.
 func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	db := s.Queue.DB()
-	x, err := models.ExecutionByID(ctx, db, id)
-	if err != nil {
-		return err
-	}
-	if x.Status != models.ExecRunning || x.Step != models.StepPlanning {
-		return nil
-	}
-	run, err := models.RunByID(ctx, db, x.RunID)
-	if err != nil {
-		return err
-	}
-	repo, err := models.RepositoryByName(ctx, db, run.Repository)
-	if err != nil {
+	x, run, repo, err := s.loadStep(ctx, id, models.StepPlanning)
+	if err != nil || x == nil {
 		return err
 	}
 	x.PlanStartedAt, x.PlanOutput = ptr(s.now()), ""
 	if err := models.UpdateExecution(ctx, db, x, "plan_started_at", "plan_output"); err != nil {
 		return err
 	}
+	s.Metrics.planStarted(x.ReadyAt, *x.PlanStartedAt)
 	ws, err := s.workspace("exec-" + x.ExecutionID)
 	if err != nil {
 		return err
@@ -49,6 +40,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepPlanning))
 	ok, changes := planOutcome(x.PlanCommand, res)
+	s.Metrics.command("plan", ok, time.Since(*x.PlanStartedAt))
 	var saved []byte
 	if ok && changes {
 		if saved, err = os.ReadFile(planFile); err != nil {
@@ -94,6 +86,26 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		}
 		return nil
 	})
+}
+
+// loadStep loads an execution with its run and repository when it is
+// running the step; a nil execution means it is not (decided or aborted
+// meanwhile, or a duplicate job), and there is nothing to do.
+func (s *Service) loadStep(ctx context.Context, id int64, step string) (*models.Execution, *models.Run, *models.Repository, error) {
+	db := s.Queue.DB()
+	x, err := models.ExecutionByID(ctx, db, id)
+	if err != nil || x.Status != models.ExecRunning || x.Step != step {
+		return nil, nil, nil, err
+	}
+	run, err := models.RunByID(ctx, db, x.RunID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	repo, err := models.RepositoryByName(ctx, db, run.Repository)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return x, run, repo, nil
 }
 
 // outputSink streams a command's output into the execution's row.
@@ -193,24 +205,19 @@ func planSummary(output string) string {
 // ApplyExecution applies the saved plan the voters approved, in a fresh
 // checkout of the merge commit: never a new plan.
 func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
-	db := s.Queue.DB()
-	x, err := models.ExecutionByID(ctx, db, id)
-	if err != nil {
-		return err
-	}
-	if x.Status != models.ExecRunning || x.Step != models.StepApplying {
-		return nil
-	}
-	run, err := models.RunByID(ctx, db, x.RunID)
-	if err != nil {
-		return err
-	}
-	repo, err := models.RepositoryByName(ctx, db, run.Repository)
-	if err != nil {
+	x, run, repo, err := s.loadStep(ctx, id, models.StepApplying)
+	if err != nil || x == nil {
 		return err
 	}
 	x.ApplyOutput = ""
-	if err := models.UpdateExecution(ctx, db, x, "apply_output"); err != nil {
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if err := models.UpdateExecution(ctx, tx, x, "apply_output"); err != nil {
+			return err
+		}
+		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionApplyStarted, "gantry",
+			map[string]any{"cfg_path": x.CfgPath})
+	})
+	if err != nil {
 		return err
 	}
 	ws, err := s.workspace("apply-" + x.ExecutionID)
@@ -222,10 +229,12 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	if err := os.WriteFile(planFile, x.PlanFile, 0o600); err != nil {
 		return err
 	}
+	started := time.Now()
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
 		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepApplying))
+	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
 		if err != nil {

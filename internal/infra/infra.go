@@ -27,25 +27,32 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// Log events of this area. Every transition of a run and an execution is one.
+// Log events of this area. Runs, executions and pull request plans are
+// levels of work with the log's markers (<level>-started,
+// <level>-finished-successfully, <level>-failed), so the log's questions
+// (latest revision, what is in progress) work on them; the rest are steps.
 const (
-	EventRepositoryRegistered = "repository-registered"
-	EventRepositoryRemoved    = "repository-removed"
-	EventPullRequestPlanned   = "pull-request-planned"
-	EventRunQueued            = "run-queued"
-	EventRunStarted           = "run-started"
-	EventRunSucceeded         = "run-succeeded"
-	EventRunFailed            = "run-failed"
-	EventMergeLockTaken       = "merge-lock-taken"
-	EventMergeLockReleased    = "merge-lock-released"
-	EventExecutionStarted     = "execution-started"
-	EventExecutionPlanned     = "execution-planned"
-	EventExecutionVoted       = "execution-voted"
-	EventExecutionApproved    = "execution-approved"
-	EventExecutionApplying    = "execution-applying"
-	EventExecutionSucceeded   = "execution-succeeded"
-	EventExecutionFailed      = "execution-failed"
-	EventExecutionAborted     = "execution-aborted"
+	EventRepositoryRegistered  = "repository-registered"
+	EventRepositoryRemoved     = "repository-removed"
+	EventPullRequestPlanned    = "pull-request-planned"
+	EventPlanStarted           = "pull-request-plan-started"
+	EventPlanSucceeded         = "pull-request-plan-finished-successfully"
+	EventPlanFailed            = "pull-request-plan-failed"
+	EventRunQueued             = "run-queued"
+	EventRunStarted            = "run-started"
+	EventRunSucceeded          = "run-finished-successfully"
+	EventRunFailed             = "run-failed"
+	EventMergeLockTaken        = "merge-lock-taken"
+	EventMergeLockReleased     = "merge-lock-released"
+	EventExecutionStarted      = "execution-started"
+	EventExecutionPlanned      = "execution-planned"
+	EventExecutionVoted        = "execution-voted"
+	EventExecutionApproved     = "execution-approved"
+	EventExecutionRejected     = "execution-rejected"
+	EventExecutionApplyStarted = "execution-apply-started"
+	EventExecutionSucceeded    = "execution-finished-successfully"
+	EventExecutionFailed       = "execution-failed"
+	EventExecutionAborted      = "execution-aborted"
 )
 
 // Service is the infrastructure delivery area.
@@ -79,7 +86,9 @@ type Service struct {
 	// Env is added to every plan and apply (for example TF_CLI_CONFIG_FILE,
 	// TF_PLUGIN_CACHE_DIR).
 	Env []string
-	Now func() time.Time
+	// Metrics, when set, count deliveries and time commands.
+	Metrics *Metrics
+	Now     func() time.Time
 }
 
 // RoleAssumer assumes an IAM role for one command (awsenv.Provider).
@@ -114,11 +123,16 @@ func (s *Service) commandTimeout() time.Duration {
 	return DefaultCommandTimeout
 }
 
-// RunTarget, ExecutionTarget and RepositoryTarget are the log targets of
+// JobTimeout bounds a job that runs commands: the command's time limit
+// plus time for the fetch and checkouts around it.
+func (s *Service) JobTimeout() time.Duration { return s.commandTimeout() + 15*time.Minute }
+
+// RunTarget, ExecutionTarget, RepositoryTarget and PlanTarget are the log targets of
 // this area.
 func RunTarget(id int64) string                 { return fmt.Sprintf("run:%d", id) }
 func ExecutionTarget(executionID string) string { return "execution:" + executionID }
 func RepositoryTarget(name string) string       { return "repository:" + name }
+func PlanTarget(id int64) string                { return fmt.Sprintf("plan:%d", id) }
 
 // DeploymentID is the deployment a run's log entries belong to.
 func DeploymentID(r *models.Run) string { return fmt.Sprintf("%s#%d", r.Repository, r.PRNumber) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infrarun"
@@ -62,7 +63,11 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			return err
 		}
 		for _, p := range inserted {
-			if err := tx.Enqueue(ctx, jobs.RunPRPlanArgs{PlanID: p.ID}, nil); err != nil {
+			jobID, err := tx.EnqueueJob(ctx, jobs.RunPRPlanArgs{PlanID: p.ID}, nil)
+			if err != nil {
+				return err
+			}
+			if err := models.SetPRPlanJob(ctx, tx, p.ID, jobID); err != nil {
 				return err
 			}
 			if repo.PlanStatuses {
@@ -132,12 +137,18 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 	if err != nil {
 		return err
 	}
-	started, err := models.StartPRPlan(ctx, db, planID)
-	if err != nil || !started {
-		return err
-	}
 	repo, err := models.RepositoryByName(ctx, db, p.Repository)
 	if err != nil {
+		return err
+	}
+	started := false
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if started, err = models.StartPRPlan(ctx, tx, planID); err != nil || !started {
+			return err
+		}
+		return s.logPlan(ctx, tx, p, EventPlanStarted, nil)
+	})
+	if err != nil || !started {
 		return err
 	}
 	ws, err := s.workspace(fmt.Sprintf("plan-%d", p.ID))
@@ -149,26 +160,21 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 	if acc := accountFor(repo.Accounts, p.Path); acc != nil {
 		role = acc.PlanRole
 	}
-	// The sink learns of a newer push when its append finds the plan no
-	// longer running; stopping the command then saves the runner's time.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	errSuperseded := errors.New("superseded by a newer push")
 	sink := runner.SinkFunc(func(sctx context.Context, c runner.Chunk) error {
-		n, err := models.AppendPRPlanOutput(sctx, db, p.ID, c.Text)
-		if err == nil && n == 0 {
-			cancel(errSuperseded)
-		}
-		return err
+		return models.AppendPRPlanOutput(sctx, db, p.ID, c.Text)
 	})
+	began := time.Now()
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: p.HeadSHA, Unit: p.Path, Init: repo.InitCommand, Main: repo.PlanCommand,
 		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: fmt.Sprintf("pr-%d", p.PRNumber),
 	}, sink)
-	if errors.Is(context.Cause(ctx), errSuperseded) {
-		return nil
+	if ctx.Err() != nil {
+		// A newer push cancelled this job (River then records it as
+		// cancelled), or the worker is stopping and River runs it again.
+		return context.Cause(ctx)
 	}
 	ok, changes := planOutcome(repo.PlanCommand, res)
+	s.Metrics.command("pr_plan", ok, time.Since(began))
 	exit := res.ExitCode
 	p.ExitCode, p.HasChanges = &exit, &changes
 	p.Status, p.Error = models.PlanSucceeded, ""
@@ -183,10 +189,29 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		finished, err := models.FinishPRPlan(ctx, tx, p)
-		if err != nil || !finished || !repo.PlanStatuses {
+		if err != nil || !finished {
+			return err
+		}
+		event, detail := EventPlanSucceeded, map[string]any{"has_changes": changes}
+		if !ok {
+			event, detail = EventPlanFailed, map[string]any{"error": p.Error}
+		}
+		if err := s.logPlan(ctx, tx, p, event, detail); err != nil || !repo.PlanStatuses {
 			return err
 		}
 		return s.queueStatus(ctx, tx, repo, p.HeadSHA, s.planStatus(p, state, description))
+	})
+}
+
+// logPlan appends a pull request plan's transition to the log.
+func (s *Service) logPlan(ctx context.Context, tx jobs.Tx, p *models.PRPlan, event string, detail map[string]any) error {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["path"], detail["pull_request"] = p.Path, p.PRNumber
+	return models.AppendLog(ctx, tx, &models.LogEntry{
+		DeploymentID: fmt.Sprintf("%s#%d", p.Repository, p.PRNumber), TargetID: PlanTarget(p.ID), Revision: p.HeadSHA,
+		Event: event, Actor: "gantry", Detail: detail,
 	})
 }
 

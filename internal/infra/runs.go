@@ -33,6 +33,9 @@ func (s *Service) StartRun(ctx context.Context, runID int64) error {
 			took = run.Status == models.RunScanning // a retry after a crash mid-scan
 			return nil
 		}
+		if err := models.LockRepository(ctx, tx, run.Repository); err != nil {
+			return err
+		}
 		if took, err = models.TakeMergeLock(ctx, tx, run); err != nil || !took {
 			return err
 		}
@@ -137,8 +140,15 @@ func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models
 		aff := g.Affected(changes.Paths())
 		paths, deleted = aff.Selected, aff.Deleted
 	}
+	collected := make(map[string]bool, len(paths))
 	for _, p := range paths {
-		units = append(units, infrarun.Unit{Path: p, Deps: g.Unit(p).Dependencies})
+		collected[p] = true
+	}
+	for _, p := range paths {
+		// A unit waits for the collected units it depends on, also through
+		// units the scan left out (a plan scan collects only units with
+		// changes), so the run keeps the repository's order.
+		units = append(units, infrarun.Unit{Path: p, Deps: g.DependenciesWithin(p, collected)})
 	}
 	return units, deleted, nil
 }
@@ -279,6 +289,9 @@ func failedSummary(xs []models.Execution) string {
 // endRun ends a run, releases the merge lock, starts the next queued run of
 // the repository and refreshes the open pull requests' merge-lock status.
 func (s *Service) endRun(ctx context.Context, tx jobs.Tx, run *models.Run, succeeded bool) error {
+	if err := models.LockRepository(ctx, tx, run.Repository); err != nil {
+		return err
+	}
 	run.Status, run.FinishedAt = models.RunFailed, ptr(s.now())
 	event := EventRunFailed
 	if succeeded {

@@ -3,6 +3,7 @@ package infra
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/jobs"
@@ -69,8 +70,17 @@ func repositoryRow(r gantryfile.Repository) *models.Repository {
 	for _, a := range r.Accounts {
 		row.Accounts = append(row.Accounts, models.Account{
 			Name: a.Name, Path: a.Path, DependsOn: nonNil(a.DependsOn), PlanRole: a.PlanRole, ApplyRole: a.ApplyRole,
-			Voters: nonNil(a.Voters), MinApprovals: a.MinApprovals, MinRejections: a.MinRejections,
+			Voters: lowerAll(a.Voters), MinApprovals: a.MinApprovals, MinRejections: a.MinRejections,
 		})
 	}
 	return row
+}
+
+// lowerAll lower-cases email addresses, as votes and sign-ins compare them.
+func lowerAll(emails []string) []string {
+	out := make([]string, len(emails))
+	for i, e := range emails {
+		out[i] = strings.ToLower(strings.TrimSpace(e))
+	}
+	return out
 }

@@ -106,8 +106,12 @@ func (s *Service) Vote(ctx context.Context, in VoteInput) (approval.Result, erro
 			if err := models.DecideApproval(ctx, tx, a.ID, string(result.State)); err != nil {
 				return err
 			}
-			why := "rejected by " + strings.Join(votersWith(result, approval.Reject), ", ")
-			return s.finish(ctx, tx, run, x, false, why, voter)
+			rejectedBy := votersWith(result, approval.Reject)
+			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionRejected, voter,
+				map[string]any{"rejected_by": rejectedBy}); err != nil {
+				return err
+			}
+			return s.finish(ctx, tx, run, x, false, "rejected by "+strings.Join(rejectedBy, ", "), voter)
 		}
 		return nil
 	})
@@ -144,6 +148,12 @@ func describe(x *models.Execution) string {
 		return x.Step
 	}
 	return x.Status
+}
+
+// Tally is what an approval's votes add up to (each voter's latest vote
+// counts, thresholds are "at least").
+func Tally(a *models.Approval, votes []models.Vote) approval.Result {
+	return approval.Tally(policyOf(a), engineVotes(votes))
 }
 
 func policyOf(a *models.Approval) approval.Policy {

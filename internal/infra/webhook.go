@@ -31,6 +31,31 @@ type WebhookResult struct {
 // repository's trunk, records it and queues its work in one transaction. It
 // never does the work itself: GitHub waits ten seconds at most.
 func (s *Service) ReceiveWebhook(ctx context.Context, d Delivery) (WebhookResult, error) {
+	res, err := s.receive(ctx, d)
+	s.Metrics.delivery(d.Event, deliveryResult(d, res, err))
+	return res, err
+}
+
+// deliveryResult names what became of a delivery, for the metrics.
+func deliveryResult(d Delivery, res WebhookResult, err error) string {
+	switch {
+	case apperr.CodeOf(err) == apperr.Unauthorized:
+		return "refused"
+	case apperr.CodeOf(err) == apperr.Invalid:
+		return "invalid"
+	case err != nil:
+		return "error"
+	case res.Status == http.StatusAccepted:
+		return "accepted"
+	case res.Status == http.StatusNoContent:
+		return "ignored"
+	case d.Event == github.EventPing:
+		return "ping"
+	}
+	return "duplicate"
+}
+
+func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error) {
 	repos, err := models.ListRepositories(ctx, s.Queue.DB())
 	if err != nil {
 		return WebhookResult{}, err
@@ -172,9 +197,8 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
 				return err
 			}
-			// A newer push makes the older plans moot; a running one
-			// notices at its next output and stops.
-			if _, err := models.CancelOlderPlans(ctx, tx, repo.Name, e.Number, e.Head.SHA); err != nil {
+			// A newer push makes the older plans moot.
+			if err := s.cancelPlans(ctx, tx, repo.Name, e.Number, e.Head.SHA); err != nil {
 				return err
 			}
 			if err := tx.Enqueue(ctx, jobs.PlanPullRequestArgs{Repository: repo.Name, Number: e.Number, HeadSHA: e.Head.SHA}, nil); err != nil {
@@ -189,7 +213,7 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
 				return err
 			}
-			if _, err := models.CancelOlderPlans(ctx, tx, repo.Name, e.Number, ""); err != nil {
+			if err := s.cancelPlans(ctx, tx, repo.Name, e.Number, ""); err != nil {
 				return err
 			}
 			if _, err := models.RunOfMerge(ctx, tx, repo.Name, e.MergeCommitSHA); err == nil {
@@ -214,8 +238,25 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
 				return err
 			}
-			_, err := models.CancelOlderPlans(ctx, tx, repo.Name, e.Number, "")
-			return err
+			return s.cancelPlans(ctx, tx, repo.Name, e.Number, "")
 		}
 	})
+}
+
+// cancelPlans cancels the queued and running plans of a pull request at
+// any head but keep, and their jobs: a running plan's command is stopped
+// wherever it runs.
+func (s *Service) cancelPlans(ctx context.Context, tx jobs.Tx, repo string, number int, keep string) error {
+	canceled, err := models.CancelOlderPlans(ctx, tx, repo, number, keep)
+	if err != nil {
+		return err
+	}
+	for _, p := range canceled {
+		if p.JobID != nil {
+			if err := tx.CancelJob(ctx, *p.JobID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -1,5 +1,6 @@
 // Package mail sends Gantry's email (approval requests, notifications) over
-// SMTP.
+// SMTP (smtp.go) or through Amazon SES (ses.go); both send the message
+// compose renders.
 package mail
 
 import (

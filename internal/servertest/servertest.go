@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +24,15 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/github/githubtest"
+	"github.com/gantryhq/gantry/internal/gitrepo"
+	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/pools"
@@ -41,6 +47,18 @@ import (
 // URL of the test PostgreSQL.
 const PoolAdminEnv = "POOL_PG_URL"
 
+// The variables repositories in tests name for their webhook secret and
+// status token, and the secret (GitHub's documented test secret).
+const (
+	WebhookSecretEnv = "INFRA_WEBHOOK_SECRET"
+	WebhookSecret    = "It's a Secret to Everybody"
+	StatusTokenEnv   = "INFRA_GITHUB_TOKEN"
+	// GitHubRepo is the repository deliveries come from.
+	GitHubRepo = infratest.GitHubRepo
+	// BaseURL is Gantry's address in links it sends.
+	BaseURL = "http://gantry.test"
+)
+
 // Server is a running in-test Gantry.
 type Server struct {
 	URL        string
@@ -49,6 +67,8 @@ type Server struct {
 	DB         *models.DB
 	Queue      *jobs.Queue
 	Pools      *pools.Service
+	Infra      *infra.Service
+	GitHub     *githubtest.Server // receives the commit statuses
 	Logger     *slog.Logger
 	AWS        *awstest.Server     // the fake STS and IAM the aws kind talks to
 	Mail       *mailtest.Server    // receives the notification emails
@@ -68,7 +88,7 @@ func New(t testing.TB, env ...string) *Server {
 	db, err := models.Open(ctx, testdb.NewURL(t), cfg.DBMaxConns)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	s := &Server{DB: db, Logger: slog.New(slog.DiscardHandler), Webhook: make(chan map[string]any, 64)}
+	s := &Server{DB: db, Logger: testLogger(), Webhook: make(chan map[string]any, 64)}
 
 	riverClient, err := jobs.NewClient(jobs.Deps{DB: db, Logger: s.Logger}, jobs.ClientOptions{Logger: s.Logger})
 	require.NoError(t, err)
@@ -77,12 +97,18 @@ func New(t testing.TB, env ...string) *Server {
 	mig, err := migrations.New(db.Pool, db.Bun)
 	require.NoError(t, err)
 
-	pg := &pools.PostgresKind{Getenv: func(name string) string {
-		if name == PoolAdminEnv {
+	getenv := func(name string) string {
+		switch name {
+		case PoolAdminEnv:
 			return testdb.AdminURL()
+		case WebhookSecretEnv:
+			return WebhookSecret
+		case StatusTokenEnv:
+			return githubtest.Token
 		}
 		return ""
-	}}
+	}
+	pg := &pools.PostgresKind{Getenv: getenv}
 	t.Cleanup(pg.Close)
 	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var body map[string]any
@@ -110,12 +136,19 @@ func New(t testing.TB, env ...string) *Server {
 				return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
 			}},
 	}
+	s.GitHub = githubtest.New(t, githubtest.Options{Repos: []string{GitHubRepo}})
+	s.Infra = &infra.Service{
+		Queue: s.Queue, Logger: s.Logger, Git: &gitrepo.Cache{Dir: t.TempDir()}, WorkDir: t.TempDir(),
+		Getenv: getenv, GitHubAPI: s.GitHub.URL, HTTPClient: s.GitHub.HTTP.Client(), BaseURL: BaseURL,
+		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute, Roles: awsProvider,
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	s.Pools.Metrics = pools.NewMetrics(reg, db)
+	s.Infra.Metrics = infra.NewMetrics(reg, db)
 
 	s.Web = web.New(web.Deps{Config: cfg, DB: db, Queue: s.Queue, River: riverClient, Migrator: mig, Logger: s.Logger,
-		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider})
+		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider, Infra: s.Infra})
 	bgCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
 	require.NoError(t, s.Web.Start(bgCtx))
@@ -130,9 +163,10 @@ func New(t testing.TB, env ...string) *Server {
 func (s *Server) StartWorkers(t testing.TB) {
 	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), &river.Config{
-		Workers: jobs.NewWorkers(jobs.Deps{DB: s.DB, Logger: s.Logger, Pools: s.Pools}),
+		Workers: jobs.NewWorkers(jobs.Deps{DB: s.DB, Logger: s.Logger, Pools: s.Pools, Infra: s.Infra}),
 		Queues: map[string]river.QueueConfig{
 			jobs.QueueEnvironments: {MaxWorkers: 5}, jobs.QueueMaintenance: {MaxWorkers: 1}, river.QueueDefault: {MaxWorkers: 1},
+			jobs.QueueInfra: {MaxWorkers: 8},
 		},
 		Logger: s.Logger, FetchPollInterval: 100 * time.Millisecond, FetchCooldown: 50 * time.Millisecond,
 	})
@@ -198,6 +232,8 @@ func (s *Server) Sync(t testing.TB, yaml string) {
 	require.NoError(t, err, yaml)
 	_, err = s.Pools.Sync(context.Background(), f, "test")
 	require.NoError(t, err)
+	_, err = s.Infra.Sync(context.Background(), f, "test")
+	require.NoError(t, err)
 }
 
 func (s *Server) dropPools(dbs map[string][]string) {
@@ -221,4 +257,13 @@ func (s *Server) dropPools(dbs map[string][]string) {
 			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
 		}
 	}
+}
+
+// testLogger discards the server's log unless GANTRY_TEST_LOG is set (to
+// debug a failing test: GANTRY_TEST_LOG=1 go test -run X ./...).
+func testLogger() *slog.Logger {
+	if os.Getenv("GANTRY_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

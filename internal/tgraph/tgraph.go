@@ -126,6 +126,37 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 // Unit returns the unit at path, or nil.
 func (g *Graph) Unit(path string) *Unit { return g.byPath[path] }
 
+// DependenciesWithin returns the units of within that path depends on,
+// directly or through units outside within, sorted: its dependencies once
+// the graph is cut down to within. A run that applies only some units
+// still orders them as the whole graph would.
+func (g *Graph) DependenciesWithin(path string, within map[string]bool) []string {
+	u := g.byPath[path]
+	if u == nil {
+		return nil
+	}
+	seen := map[string]bool{path: true}
+	var out []string
+	stack := slices.Clone(u.Dependencies)
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if within[d] {
+			out = append(out, d)
+			continue
+		}
+		if du := g.byPath[d]; du != nil {
+			stack = append(stack, du.Dependencies...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Dependents returns the units that depend directly on the unit at path,
 // sorted.
 func (g *Graph) Dependents(path string) []string { return slices.Clone(g.dependents[path]) }

@@ -705,6 +705,22 @@ terraform {
 			requireClosedUnderDependents(t, g, a)
 		})
 	}
+
+	t.Run("dependencies within a selection bridge the units left out", func(t *testing.T) {
+		t.Parallel()
+		set := func(units ...string) map[string]bool {
+			m := map[string]bool{}
+			for _, u := range units {
+				m[u] = true
+			}
+			return m
+		}
+		require.Equal(t, []string{db}, g.DependenciesWithin(app, set(vpc, db, app)), "direct when the dependency is in")
+		require.Equal(t, []string{vpc}, g.DependenciesWithin(app, set(vpc, app)), "through db, which is left out")
+		require.Empty(t, g.DependenciesWithin(app, set(app, worker)))
+		require.Empty(t, g.DependenciesWithin(vpc, set(vpc, db, app)))
+		require.Nil(t, g.DependenciesWithin("no/such/unit", set(vpc)))
+	})
 }
 
 func TestOwner(t *testing.T) {

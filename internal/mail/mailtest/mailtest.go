@@ -1,12 +1,13 @@
-// Package mailtest runs a real SMTP server (go-smtp) inside a test and keeps
-// what it receives, so tests check the emails Gantry sends as a mail server
-// sees them.
+// Package mailtest runs a real SMTP server (go-smtp), or a small Amazon SES
+// (see NewSES), inside a test and keeps what it receives, so tests check the
+// emails Gantry sends as a mail server sees them.
 package mailtest
 
 import (
 	"bytes"
 	"io"
 	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/mail"
 	"strings"
@@ -23,6 +24,7 @@ type Message struct {
 	To      []string
 	Subject string
 	Body    string // the raw body after the headers (still transfer-encoded)
+	Text    string // the body decoded, for a quoted-printable plain-text message
 	Raw     []byte
 }
 
@@ -30,16 +32,23 @@ type Message struct {
 type Server struct {
 	Addr string
 
+	inbox
+}
+
+// inbox keeps what a server received.
+type inbox struct {
 	mu       sync.Mutex
 	messages []Message
 	arrived  chan struct{}
 }
 
+func newInbox() inbox { return inbox{arrived: make(chan struct{}, 1)} }
+
 // New starts a server on localhost that accepts any sender and recipient,
 // and stops it when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{arrived: make(chan struct{}, 1)}
+	s := &Server{inbox: newInbox()}
 	srv := gosmtp.NewServer(backend{s})
 	srv.Domain = "localhost"
 	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
@@ -57,7 +66,7 @@ func New(t testing.TB) *Server {
 func (s *Server) URL() string { return "smtp://" + s.Addr + "?starttls=off" }
 
 // Messages returns what arrived so far.
-func (s *Server) Messages() []Message {
+func (s *inbox) Messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Message(nil), s.messages...)
@@ -65,7 +74,7 @@ func (s *Server) Messages() []Message {
 
 // Wait returns the first message for which match is true, failing t when
 // none arrives within timeout.
-func (s *Server) Wait(t testing.TB, timeout time.Duration, match func(Message) bool) Message {
+func (s *inbox) Wait(t testing.TB, timeout time.Duration, match func(Message) bool) Message {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -106,23 +115,37 @@ func (se *session) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	se.msg.Raw = raw
+	se.s.add(received(se.msg.From, se.msg.To, raw))
+	return nil
+}
+
+// received is a message as it arrived from an envelope sender to envelope
+// recipients, with Subject and Body read from raw where it parses.
+func received(from string, to []string, raw []byte) Message {
+	m := Message{From: from, To: to, Raw: raw}
 	if parsed, err := mail.ReadMessage(bytes.NewReader(raw)); err == nil {
-		se.msg.Subject = parsed.Header.Get("Subject")
-		if decoded, err := new(mime.WordDecoder).DecodeHeader(se.msg.Subject); err == nil {
-			se.msg.Subject = decoded
+		m.Subject = parsed.Header.Get("Subject")
+		if decoded, err := new(mime.WordDecoder).DecodeHeader(m.Subject); err == nil {
+			m.Subject = decoded
 		}
 		body, _ := io.ReadAll(parsed.Body)
-		se.msg.Body = strings.ReplaceAll(string(body), "=\r\n", "")
+		m.Body = strings.ReplaceAll(string(body), "=\r\n", "")
+		if strings.EqualFold(parsed.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
+			text, _ := io.ReadAll(quotedprintable.NewReader(bytes.NewReader(body)))
+			m.Text = strings.ReplaceAll(string(text), "\r\n", "\n")
+		}
 	}
-	se.s.mu.Lock()
-	se.s.messages = append(se.s.messages, se.msg)
-	se.s.mu.Unlock()
+	return m
+}
+
+func (s *inbox) add(m Message) {
+	s.mu.Lock()
+	s.messages = append(s.messages, m)
+	s.mu.Unlock()
 	select {
-	case se.s.arrived <- struct{}{}:
+	case s.arrived <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 func (se *session) Reset()        { se.msg = Message{} }

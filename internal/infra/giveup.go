@@ -1,0 +1,62 @@
+package infra
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// GiveUp ends what a job was for after its last attempt failed (git
+// unreachable for the whole retry window, the database gone mid-apply, a
+// worker killed once too often): a pull request's plan fails, an execution
+// fails and aborts what depends on it, a run that could not scan fails and
+// releases the merge lock. Nothing waits forever for a job that is gone.
+func (s *Service) GiveUp(ctx context.Context, what jobs.GiveUp, why error) error {
+	reason := fmt.Sprintf("gave up after the last retry: %v", why)
+	db := s.Queue.DB()
+	switch {
+	case what.PRPlanID != 0:
+		p, err := models.PRPlanByID(ctx, db, what.PRPlanID)
+		if err != nil {
+			return err
+		}
+		repo, err := models.RepositoryByName(ctx, db, p.Repository)
+		if err != nil {
+			return err
+		}
+		p.Status, p.Error = models.PlanFailed, reason
+		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			if err := models.ForceFinishPRPlan(ctx, tx, p); err != nil || !repo.PlanStatuses {
+				return err
+			}
+			return s.queueStatus(ctx, tx, repo, p.HeadSHA, s.planStatus(p, "error", "Gantry could not plan: "+why.Error()))
+		})
+	case what.ExecutionID != 0:
+		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			x, err := models.ExecutionByID(ctx, tx, what.ExecutionID)
+			if err != nil {
+				return err
+			}
+			run, err := models.LockRun(ctx, tx, x.RunID)
+			if err != nil {
+				return err
+			}
+			if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil || x.Ended() {
+				return err
+			}
+			return s.finish(ctx, tx, run, x, false, reason, "gantry")
+		})
+	case what.RunID != 0:
+		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			run, err := models.LockRun(ctx, tx, what.RunID)
+			if err != nil || run.Status != models.RunScanning {
+				return err
+			}
+			run.Error = reason
+			return s.endRun(ctx, tx, run, false)
+		})
+	}
+	return nil
+}

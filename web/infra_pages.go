@@ -1,0 +1,1089 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/models"
+	infraview "github.com/gantryhq/gantry/views/pages/infra"
+)
+
+// The pages of the infrastructure area (seed 000): repositories with their
+// open pull requests and recent runs, every run, one run with the picture
+// of its execution graph, one execution with its plan, votes and apply
+// (output followed live), a pull request's plans and one plan. The voting
+// link and /approvals are in approvals.go; the JSON API is elsewhere.
+
+const (
+	recentRunsShown = 10 // runs on /infra
+	runsPageSize    = 50 // runs per page of /infra/runs
+	pullRunsShown   = 20 // runs on a pull request's page
+	infraLogSize    = 50 // log entries on a run's, execution's or pull request's page
+)
+
+var runStatuses = []string{models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed}
+
+// infraPage is /infra.
+func (s *Server) infraPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	db := s.DB.Bun
+	repos, err := models.ListRepositories(ctx, db)
+	if err != nil {
+		return err
+	}
+	v := infraview.IndexView{Setup: infraview.Setup{Example: infraview.ExampleConfig, WebhookURL: s.webhookURL()}}
+	if len(repos) == 0 {
+		return s.render(c, http.StatusOK, infraview.Index(v))
+	}
+	registered := map[string]bool{}
+	for i := range repos {
+		lock, err := models.MergeLockOf(ctx, db, repos[i].Name)
+		if err != nil {
+			return err
+		}
+		registered[repos[i].Name] = true
+		v.Repos = append(v.Repos, repoView(&repos[i], lock))
+	}
+	prs, err := models.OpenPullRequests(ctx, db, "")
+	if err != nil {
+		return err
+	}
+	for i := range prs {
+		pr := &prs[i]
+		if !registered[pr.Repository] {
+			continue // removed from gantry.yaml: its pull requests are no longer planned
+		}
+		plans, err := models.PlansOfPullRequest(ctx, db, pr.Repository, pr.Number, pr.HeadSHA)
+		if err != nil {
+			return err
+		}
+		v.Pulls = append(v.Pulls, pullRow(pr, plans))
+	}
+	runs, err := models.ListRuns(ctx, db, models.RunFilter{Limit: recentRunsShown + 1})
+	if err != nil {
+		return err
+	}
+	if len(runs) > recentRunsShown {
+		runs, v.MoreRuns = runs[:recentRunsShown], true
+	}
+	if v.Runs, err = s.runRows(ctx, runs); err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, infraview.Index(v))
+}
+
+func (s *Server) webhookURL() string {
+	return strings.TrimRight(s.Config.BaseURL.String(), "/") + "/webhooks/github"
+}
+
+func repoView(r *models.Repository, lock *models.MergeLock) infraview.Repo {
+	scan := "graph scan"
+	if r.Scan == "plan" {
+		scan = "plan scan"
+	}
+	v := infraview.Repo{
+		Name: r.Name, URL: r.URL, Trunk: r.Trunk, Scan: scan, GitHub: r.GitHubFullName,
+		Lock: lockView(lock, 0), RunsURL: "/infra/runs?" + url.Values{"repository": {r.Name}}.Encode(),
+	}
+	for _, a := range r.Accounts {
+		v.Accounts = append(v.Accounts, infraview.Account{
+			Name: a.Name, Path: a.Path, DependsOn: strings.Join(a.DependsOn, ", "), Voters: a.Voters,
+			Thresholds: thresholds(a.MinApprovals, a.MinRejections, len(a.Voters)),
+			PlanRole:   a.PlanRole, ApplyRole: a.ApplyRole,
+		})
+	}
+	return v
+}
+
+// thresholds says how many votes decide, in words.
+func thresholds(minApprovals, minRejections, voters int) string {
+	return fmt.Sprintf("%d of %d approve to apply · %s", minApprovals, voters, rejectionsStop(minRejections))
+}
+
+func rejectionsStop(n int) string {
+	if n == 1 {
+		return "1 rejection stops it"
+	}
+	return fmt.Sprintf("%d rejections stop it", n)
+}
+
+// lockView describes a repository's merge lock; self is the run whose page
+// it is on (0 elsewhere).
+func lockView(lock *models.MergeLock, self int64) infraview.Lock {
+	if lock == nil {
+		return infraview.Lock{Text: "free", Tone: "ok", Note: "No deployment is in progress: pull requests may merge."}
+	}
+	since := clock(lock.LockedAt) + " UTC"
+	if lock.RunID == self {
+		return infraview.Lock{Held: true, Text: fmt.Sprintf("held by this run (#%d)", lock.PRNumber),
+			Note: "Since " + since + ". Other pull requests get a failing merge-lock status until this run ends."}
+	}
+	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), Tone: "warn", URL: runURL(lock.RunID),
+		Note: fmt.Sprintf("Since %s: run %d is deploying pull request #%d; other merges wait for it.", since, lock.RunID, lock.PRNumber)}
+}
+
+func pullRow(pr *models.PullRequest, plans []models.PRPlan) infraview.PullRow {
+	row := infraview.PullRow{
+		Repository: pr.Repository, Number: "#" + strconv.Itoa(pr.Number), Title: pr.Title, Author: pr.Author,
+		URL: pullURL(pr.Repository, pr.Number), GitHubURL: pr.HTMLURL, HeadRef: pr.HeadRef, Head: shortSHA(pr.HeadSHA),
+		PlanError: pr.PlanError, Updated: clock(pr.UpdatedAt), UpdatedISO: iso(pr.UpdatedAt),
+	}
+	counts := map[string]int{}
+	for i := range plans {
+		st := planState(&plans[i])
+		counts[st.Text]++
+		row.Plans = append(row.Plans, infraview.PlanChip{Path: plans[i].Path, State: st, URL: planURL(plans[i].ID)})
+	}
+	switch {
+	case len(plans) == 0 && pr.PlanError == "":
+		row.Summary = "No unit planned at this head yet (or it changes no unit)."
+	case len(plans) > 0:
+		var parts []string
+		for _, label := range []string{"changes", "no changes", "running", "queued", "failed", "canceled"} {
+			if counts[label] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", counts[label], label))
+			}
+		}
+		row.Summary = plural(len(plans), "unit", "units") + ": " + strings.Join(parts, ", ")
+	}
+	return row
+}
+
+// runRows turns runs into listing rows with their executions counted.
+func (s *Server) runRows(ctx context.Context, runs []models.Run) ([]infraview.RunRow, error) {
+	ids := make([]int64, len(runs))
+	for i := range runs {
+		ids[i] = runs[i].ID
+	}
+	counts, err := models.ExecutionCounts(ctx, s.DB.Bun, ids)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]infraview.RunRow, len(runs))
+	for i := range runs {
+		rows[i] = runRow(&runs[i], counts[runs[i].ID])
+	}
+	return rows, nil
+}
+
+func runRow(r *models.Run, counts map[string]int) infraview.RunRow {
+	row := infraview.RunRow{
+		ID: r.ID, Title: runTitle(r.ID), URL: runURL(r.ID), Repository: r.Repository,
+		PR: "#" + strconv.Itoa(r.PRNumber), PRURL: pullURL(r.Repository, r.PRNumber), PRTitle: r.PRTitle,
+		MergeCommit: shortSHA(r.MergeCommit), State: runState(r.Status), Counts: execCounts(counts),
+	}
+	row.Started, row.StartedISO = clockPtr(r.StartedAt)
+	row.Finished, row.FinishedISO = clockPtr(r.FinishedAt)
+	return row
+}
+
+// execCounts orders counts of executions by status as the legend does.
+func execCounts(counts map[string]int) []infraview.Count {
+	var out []infraview.Count
+	for _, status := range []string{models.ExecWaiting, models.ExecRunning, models.ExecSucceeded, models.ExecFailed, models.ExecAborted} {
+		if counts[status] > 0 {
+			out = append(out, infraview.Count{State: execState(&models.Execution{Status: status}), N: counts[status]})
+		}
+	}
+	return out
+}
+
+// runsPage is /infra/runs: every run, filtered and paged.
+func (s *Server) runsPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	db := s.DB.Bun
+	q := c.QueryParams()
+	form := infraview.RunsFilter{Repository: strings.TrimSpace(q.Get("repository")), Status: q.Get("status"), PR: strings.TrimSpace(q.Get("pr"))}
+	f := models.RunFilter{Repository: form.Repository, Status: form.Status, Limit: runsPageSize + 1}
+	bad := apperr.Fields{}
+	if form.Status != "" && !slices.Contains(runStatuses, form.Status) {
+		bad.Add("status", "must be one of "+strings.Join(runStatuses, ", "))
+	}
+	if form.PR != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(form.PR, "#"))
+		if err != nil || n <= 0 {
+			bad.Add("pr", "must be a pull request number")
+		}
+		f.PRNumber = n
+	}
+	if v := q.Get("before"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			bad.Add("before", "must be a run id")
+		}
+		f.BeforeID = id
+	}
+	if err := bad.Err(); err != nil {
+		return err
+	}
+	runs, err := models.ListRuns(ctx, db, f)
+	if err != nil {
+		return err
+	}
+	repos, err := models.ListRepositories(ctx, db)
+	if err != nil {
+		return err
+	}
+	withRuns, err := models.RunRepositories(ctx, db)
+	if err != nil {
+		return err
+	}
+
+	v := infraview.RunsView{Filter: form, Filtered: form != (infraview.RunsFilter{}), NoRepository: len(repos) == 0 && len(withRuns) == 0}
+	names := withRuns
+	for _, r := range repos {
+		names = append(names, r.Name)
+	}
+	if form.Repository != "" {
+		names = append(names, form.Repository)
+	}
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		v.Repositories = append(v.Repositories, infraview.Option{Value: name, Label: name, Selected: name == form.Repository})
+	}
+	v.Statuses = append(v.Statuses, infraview.Option{Value: "", Label: "any status", Selected: form.Status == ""})
+	for _, st := range runStatuses {
+		v.Statuses = append(v.Statuses, infraview.Option{Value: st, Label: st, Selected: st == form.Status})
+	}
+	if len(runs) > runsPageSize {
+		runs = runs[:runsPageSize]
+		v.OlderURL = "/infra/runs?" + withParam(q, "before", strconv.FormatInt(runs[len(runs)-1].ID, 10))
+	}
+	if f.BeforeID > 0 {
+		v.NewerURL = "/infra/runs?" + withParam(q, "before", "")
+	}
+	if v.Rows, err = s.runRows(ctx, runs); err != nil {
+		return err
+	}
+	v.Summary = runsSummary(form, len(runs), f.BeforeID > 0 || v.OlderURL != "")
+	return s.render(c, http.StatusOK, infraview.Runs(v))
+}
+
+func runsSummary(f infraview.RunsFilter, n int, paged bool) string {
+	count := plural(n, "run", "runs")
+	if paged {
+		count += " on this page"
+	}
+	var what []string
+	if f.Repository != "" {
+		what = append(what, "of "+f.Repository)
+	}
+	if f.PR != "" {
+		what = append(what, "of pull request #"+strings.TrimPrefix(f.PR, "#"))
+	}
+	if f.Status != "" {
+		what = append(what, f.Status)
+	}
+	if len(what) == 0 {
+		return count + ", newest first."
+	}
+	return count + " " + strings.Join(what, ", ") + ", newest first."
+}
+
+// runPage is one run: what it deploys, its merge lock, the picture of its
+// executions, their table and the run's log. It refreshes itself until
+// the run is over.
+func (s *Server) runPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	db := s.DB.Bun
+	run, err := s.runParam(c)
+	if err != nil {
+		return err
+	}
+	xs, err := models.ExecutionsOfRun(ctx, db, run.ID)
+	if err != nil {
+		return err
+	}
+	lock, err := models.MergeLockOf(ctx, db, run.Repository)
+	if err != nil {
+		return err
+	}
+	entries, err := models.ListLog(ctx, db, models.LogFilter{Deployment: infra.DeploymentID(run), Limit: infraLogSize})
+	if err != nil {
+		return err
+	}
+
+	v := infraview.RunView{
+		ID: run.ID, Title: runTitle(run.ID), Repository: run.Repository,
+		PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber), PRTitle: run.PRTitle,
+		State: runState(run.Status), Live: !run.Ended(), Error: run.Error, Deleted: run.DeletedUnits,
+		Lock: runLock(run, lock), Log: logRows(entries),
+		LogURL: "/log?" + url.Values{"deployment": {infra.DeploymentID(run)}}.Encode(),
+	}
+	v.Fields = runFields(run)
+	if len(xs) > 0 {
+		v.Graph = runGraph(xs)
+		for i := range xs {
+			v.Executions = append(v.Executions, execRow(&xs[i]))
+		}
+	}
+	return s.render(c, http.StatusOK, infraview.Run(v))
+}
+
+// runLock says what the repository's merge lock means for this run.
+func runLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
+	l := lockView(lock, run.ID)
+	switch {
+	case run.Status == models.RunQueued && lock != nil && lock.RunID != run.ID:
+		l.Note = fmt.Sprintf("This run waits for it: run %d (pull request #%d) holds it since %s UTC, and this one starts when that one ends.", lock.RunID, lock.PRNumber, clock(lock.LockedAt))
+	case run.Ended() && lock == nil:
+		l.Note = "This run released it when it ended; no deployment is in progress now."
+	case run.Ended():
+		l.Note = "This run released it when it ended. " + l.Note
+	}
+	return l
+}
+
+func runFields(run *models.Run) []infraview.Field {
+	var out []infraview.Field
+	add := func(label, value string, mono bool, testID string) {
+		if value != "" {
+			out = append(out, infraview.Field{Label: label, Value: value, Mono: mono, TestID: testID})
+		}
+	}
+	add("Repository", run.Repository, false, "field-repository")
+	add("Pull request", fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), false, "field-pr")
+	add("Merged", run.HeadRef+" → "+run.BaseRef, true, "field-refs")
+	add("Merge commit", run.MergeCommit, true, "field-merge-commit")
+	add("Compared with", run.BaseCommit, true, "field-base-commit")
+	add("Head commit", run.HeadSHA, true, "field-head-commit")
+	scan := "graph: the units whose files changed, and everything that depends on them"
+	if run.Scan == "plan" {
+		scan = "plan: every unit planned, those with changes collected"
+	}
+	add("Scan", scan, false, "field-scan")
+	add("Queued", clock(run.CreatedAt)+" UTC", false, "field-created")
+	if run.StartedAt != nil {
+		add("Started", clock(*run.StartedAt)+" UTC", false, "field-started")
+	}
+	if run.FinishedAt != nil {
+		took := ""
+		if run.StartedAt != nil {
+			took = ", after " + shortDuration(run.FinishedAt.Sub(*run.StartedAt))
+		}
+		add("Finished", clock(*run.FinishedAt)+" UTC"+took, false, "field-finished")
+	}
+	return out
+}
+
+func execRow(x *models.Execution) infraview.ExecRow {
+	row := infraview.ExecRow{
+		ExecutionID: x.ExecutionID, URL: executionURL(x.ExecutionID), Unit: x.CfgPath, Account: x.AccountName,
+		State: execState(x), Deps: afterList(x), Error: truncate(x.Error, 160),
+	}
+	row.Started, row.StartedISO = clockPtr(x.StartedAt)
+	row.Finished, row.FinishedISO = clockPtr(x.FinishedAt)
+	if x.StartedAt != nil && x.FinishedAt != nil {
+		row.Duration = shortDuration(x.FinishedAt.Sub(*x.StartedAt))
+	}
+	return row
+}
+
+// afterList is what an execution waits for, in words.
+func afterList(x *models.Execution) []string {
+	parts := slices.Clone(x.CfgDeps)
+	for _, a := range x.AccountDeps {
+		parts = append(parts, "account "+a)
+	}
+	return parts
+}
+
+// executionPage is one execution: the seed's fields, what it runs after,
+// its plan and apply output (followed live while a step runs), its votes
+// with a form for a voter, and its log entries.
+func (s *Server) executionPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	db := s.DB.Bun
+	x, err := s.executionParam(c)
+	if err != nil {
+		return err
+	}
+	run, err := models.RunByID(ctx, db, x.RunID)
+	if err != nil {
+		return err
+	}
+	siblings, err := models.ExecutionsOfRun(ctx, db, run.ID)
+	if err != nil {
+		return err
+	}
+	a, votes, err := s.approvalOf(ctx, x)
+	if err != nil {
+		return err
+	}
+	entries, err := models.ListLog(ctx, db, models.LogFilter{Target: infra.ExecutionTarget(x.ExecutionID), Limit: infraLogSize})
+	if err != nil {
+		return err
+	}
+
+	self := executionURL(x.ExecutionID)
+	v := infraview.ExecutionView{
+		ExecutionID: x.ExecutionID, Unit: x.CfgPath, Account: x.AccountName, Repository: run.Repository,
+		RunURL: runURL(run.ID), RunTitle: runTitle(run.ID), PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber),
+		State: execState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
+		Fields: executionFields(x, run, a, votes, siblings), Deps: depsOf(x, siblings),
+		Plan: executionOutput(x, models.StepPlanning), Apply: executionOutput(x, models.StepApplying),
+		Votes: votesView(x, a, votes),
+		Log:   logRows(entries), LogURL: "/log?" + url.Values{"target": {infra.ExecutionTarget(x.ExecutionID)}}.Encode(),
+	}
+	voteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
+	return s.render(c, http.StatusOK, infraview.Execution(v))
+}
+
+// approvalOf loads an execution's approval and its votes, if it has one.
+func (s *Server) approvalOf(ctx context.Context, x *models.Execution) (*models.Approval, []models.Vote, error) {
+	if x.ApprovalID == nil {
+		return nil, nil, nil
+	}
+	a, err := models.ApprovalByID(ctx, s.DB.Bun, *x.ApprovalID)
+	if err != nil {
+		return nil, nil, err
+	}
+	votes, err := models.VotesOf(ctx, s.DB.Bun, a.ID)
+	return a, votes, err
+}
+
+func executionFields(x *models.Execution, run *models.Run, a *models.Approval, votes []models.Vote, siblings []models.Execution) []infraview.Field {
+	var out []infraview.Field
+	add := func(f infraview.Field) {
+		if f.Value != "" || len(f.Links) > 0 || len(f.Items) > 0 {
+			out = append(out, f)
+		}
+	}
+	text := func(label, value, testID string) infraview.Field {
+		return infraview.Field{Label: label, Value: value, TestID: testID}
+	}
+	mono := func(label, value, testID string) infraview.Field {
+		return infraview.Field{Label: label, Value: value, Mono: true, TestID: testID}
+	}
+	add(mono("execution_id", x.ExecutionID, "field-execution-id"))
+	add(infraview.Field{Label: "pr", Links: []infraview.Link{{Text: fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), URL: pullURL(run.Repository, run.PRNumber)}}, TestID: "field-pr"})
+	add(mono("commit", run.MergeCommit, "field-commit"))
+	add(mono("base_ref", run.BaseRef, "field-base-ref"))
+	add(mono("head_ref", run.HeadRef, "field-head-ref"))
+	add(mono("cfg_path", x.CfgPath, "field-cfg-path"))
+	deps := infraview.Field{Label: "cfg_deps", TestID: "field-cfg-deps", Value: "none in this run"}
+	for _, d := range x.CfgDeps {
+		if i := slices.IndexFunc(siblings, func(s models.Execution) bool { return s.CfgPath == d }); i >= 0 {
+			deps.Links = append(deps.Links, infraview.Link{Text: d, URL: executionURL(siblings[i].ExecutionID)})
+		}
+	}
+	add(deps)
+	add(text("account_name", x.AccountName, "field-account-name"))
+	add(mono("account_path", x.AccountPath, "field-account-path"))
+	accDeps := strings.Join(x.AccountDeps, ", ")
+	if accDeps == "" {
+		accDeps = "none"
+	}
+	add(text("account_deps", accDeps, "field-account-deps"))
+	if len(x.InitCommand) > 0 {
+		add(mono("init_command", argvText(x.InitCommand), "field-init-command"))
+	}
+	add(mono("plan_command", argvText(x.PlanCommand), "field-plan-command"))
+	add(mono("apply_command", argvText(x.ApplyCommand), "field-apply-command"))
+	add(mono("plan_role_arn", orNone(x.PlanRoleARN, "Gantry's own credentials"), "field-plan-role"))
+	add(mono("apply_role_arn", orNone(x.ApplyRoleARN, "Gantry's own credentials"), "field-apply-role"))
+	add(infraview.Field{Label: "voters", Items: x.Voters, TestID: "field-voters"})
+	add(text("min_approval_count", strconv.Itoa(x.MinApprovalCount), "field-min-approvals"))
+	add(text("min_rejection_count", strconv.Itoa(x.MinRejectionCount), "field-min-rejections"))
+	var approvers, rejecters []string
+	if a != nil {
+		res := infra.Tally(a, votes)
+		for _, vote := range res.Votes {
+			if vote.Decision == approval.Approve {
+				approvers = append(approvers, vote.Voter)
+			} else {
+				rejecters = append(rejecters, vote.Voter)
+			}
+		}
+	}
+	add(text("approval_voters", orNone(strings.Join(approvers, ", "), "none yet"), "field-approval-voters"))
+	add(text("rejection_voters", orNone(strings.Join(rejecters, ", "), "none yet"), "field-rejection-voters"))
+	add(text("status", execState(x).Text, "field-status"))
+	if x.ReadyAt != nil {
+		add(text("ready", clock(*x.ReadyAt)+" UTC (its dependencies were done)", "field-ready"))
+	}
+	if x.StartedAt != nil {
+		add(text("started", clock(*x.StartedAt)+" UTC", "field-started"))
+	}
+	if x.PlanStartedAt != nil {
+		add(text("plan started", clock(*x.PlanStartedAt)+" UTC", "field-plan-started"))
+	}
+	if x.FinishedAt != nil {
+		took := ""
+		if x.StartedAt != nil {
+			took = ", after " + shortDuration(x.FinishedAt.Sub(*x.StartedAt))
+		}
+		add(text("finished", clock(*x.FinishedAt)+" UTC"+took, "field-finished"))
+	}
+	return out
+}
+
+// argvText writes an argument vector as a person would type it: arguments
+// with spaces or quotes are single-quoted.
+func argvText(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts[i] = a
+	}
+	return strings.Join(parts, " ")
+}
+
+func orNone(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+// depsOf lists the executions of the run that x waits for: its unit
+// dependencies, and every execution of the accounts its account depends on.
+func depsOf(x *models.Execution, siblings []models.Execution) []infraview.Dep {
+	var out []infraview.Dep
+	for _, d := range x.CfgDeps {
+		for i := range siblings {
+			if siblings[i].CfgPath == d {
+				out = append(out, infraview.Dep{Path: d, URL: executionURL(siblings[i].ExecutionID), State: execState(&siblings[i]), Why: "unit dependency"})
+			}
+		}
+	}
+	for _, acc := range x.AccountDeps {
+		for i := range siblings {
+			if siblings[i].AccountName == acc && siblings[i].ID != x.ID {
+				out = append(out, infraview.Dep{Path: siblings[i].CfgPath, URL: executionURL(siblings[i].ExecutionID), State: execState(&siblings[i]),
+					Why: fmt.Sprintf("account %s runs after %s", x.AccountName, acc)})
+			}
+		}
+	}
+	return out
+}
+
+// executionOutput is one step's output, followed live while that step runs.
+func executionOutput(x *models.Execution, step string) infraview.Output {
+	o := infraview.Output{TestID: "plan-output", Text: x.PlanOutput}
+	if step == models.StepApplying {
+		o = infraview.Output{TestID: "apply-output", Text: x.ApplyOutput}
+	}
+	o.Live = x.Status == models.ExecRunning && x.Step == step
+	o.LiveLabel = step + ", following the output"
+	o.TailURL = executionURL(x.ExecutionID) + "/output?" + url.Values{"step": {step}}.Encode()
+	o.Offset = strconv.Itoa(utf8.RuneCountInString(o.Text))
+	switch step {
+	case models.StepPlanning:
+		switch {
+		case x.Status == models.ExecWaiting:
+			o.Empty = "Not planned yet: it is planned at the merge commit once everything it runs after has succeeded, so the plan reads their new outputs."
+		case x.Status == models.ExecAborted && x.PlanStartedAt == nil:
+			o.Empty = "Never planned: something it runs after failed, so it was aborted."
+		case o.Live:
+			o.Empty = "Planning; the output appears here as terraform writes it."
+		default:
+			o.Empty = "The plan wrote no output."
+		}
+		if x.PlanExitCode != nil {
+			o.Note = fmt.Sprintf("Exit code %d", *x.PlanExitCode)
+			if x.HasChanges != nil && *x.HasChanges {
+				o.Note += ": changes to apply."
+			} else if x.HasChanges != nil {
+				o.Note += ": no changes, so nothing to vote on or apply."
+			}
+		}
+	case models.StepApplying:
+		switch {
+		case o.Live:
+			o.Empty = "Applying the approved plan; the output appears here as terraform writes it."
+		case x.Status == models.ExecRunning || x.Status == models.ExecWaiting:
+			o.Empty = "Not applied yet: the saved plan above is applied, exactly as planned, once enough voters approve it."
+		case x.ApplyExitCode == nil:
+			o.Empty = "Nothing was applied."
+		default:
+			o.Empty = "The apply wrote no output."
+		}
+		if x.ApplyExitCode != nil {
+			o.Note = fmt.Sprintf("Exit code %d.", *x.ApplyExitCode)
+		}
+	}
+	return o
+}
+
+// votesView is an execution's approval as the execution page and the
+// voting link show it.
+func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) infraview.Votes {
+	if a == nil {
+		v := infraview.Votes{Tally: fmt.Sprintf("At least %d of %d voters must approve before it is applied; %s.",
+			x.MinApprovalCount, len(x.Voters), rejectionsStop(x.MinRejectionCount))}
+		switch {
+		case x.Status == models.ExecWaiting || x.Status == models.ExecRunning:
+			v.Note = "Votes open once its plan is ready; each voter then gets an email with a voting link."
+		case x.Status == models.ExecSucceeded:
+			v.Note = "No vote was needed: the plan had no changes."
+		case x.Status == models.ExecAborted:
+			v.Note = "No vote: it was aborted before its plan was ready."
+		default:
+			v.Note = "No vote: it failed before its plan was ready."
+		}
+		return v
+	}
+	res := infra.Tally(a, votes)
+	v := infraview.Votes{
+		Open:  a.State == models.ApprovalPending && x.Status == models.ExecRunning && x.Step == models.StepVoting,
+		Tally: fmt.Sprintf("%d of %d approvals · %d of %d rejections", res.Approvals, a.MinApprovals, res.Rejections, a.MinRejections),
+	}
+	switch a.State {
+	case models.ApprovalApproved:
+		v.Outcome, v.OutcomeTone = "approved", "ok"
+		v.Note = "Approved: votes are closed and the plan was handed on to apply."
+	case models.ApprovalRejected:
+		v.Outcome, v.OutcomeTone = "rejected", "bad"
+		v.Note = "Rejected: votes are closed; the execution failed and what depends on it was aborted."
+	default:
+		if !v.Open {
+			v.Note = "Votes are closed: the execution ended before enough voters agreed."
+		}
+	}
+	v.Waiting = res.Waiting
+	last := map[string]int{}
+	for i, vote := range votes {
+		last[strings.ToLower(vote.Voter)] = i
+	}
+	for i, vote := range votes {
+		tone := "ok"
+		if vote.Decision == string(approval.Reject) {
+			tone = "bad"
+		}
+		v.Rows = append(v.Rows, infraview.VoteRow{
+			Voter: vote.Voter, Decision: vote.Decision, Tone: tone, Comment: vote.Comment, Via: vote.Via,
+			When: clock(vote.CreatedAt), WhenISO: iso(vote.CreatedAt), Replaced: last[strings.ToLower(vote.Voter)] != i,
+		})
+	}
+	return v
+}
+
+// voteFormFor adds the dashboard's vote form for user, or says why there
+// is none.
+func voteFormFor(v *infraview.Votes, x *models.Execution, user *models.User, action string) {
+	if !v.Open {
+		return
+	}
+	policy := approval.Policy{Voters: x.Voters}
+	switch {
+	case !policy.IsVoter(user.Email):
+		v.Note = fmt.Sprintf("Only the voters of account %s vote on it: %s.", x.AccountName, strings.Join(x.Voters, ", "))
+	case !user.Role.Includes(models.RoleApprover):
+		v.Note = fmt.Sprintf("You are one of its voters, but your role (%s) cannot vote from the dashboard: use the link in your email, or ask an admin for the approver role.", user.Role)
+	default:
+		v.Form = &infraview.VoteForm{Action: action, Voter: user.Email, Current: yourVote(v.Rows, user.Email)}
+	}
+}
+
+// yourVote says what voter's vote that counts is, if any.
+func yourVote(rows []infraview.VoteRow, voter string) string {
+	for _, r := range rows {
+		if strings.EqualFold(r.Voter, voter) && !r.Replaced {
+			return fmt.Sprintf("You voted %s at %s UTC; you can change your vote until it is decided.", r.Decision, r.When)
+		}
+	}
+	return ""
+}
+
+// voteForm is a voter's Approve or Reject from the execution page.
+func (s *Server) voteForm(c echo.Context) error {
+	x, err := s.executionParam(c)
+	if err != nil {
+		return err
+	}
+	user := principalOf(c).User
+	if !(approval.Policy{Voters: x.Voters}).IsVoter(user.Email) {
+		return apperr.New(apperr.Forbidden, "Only the voters of account %s vote on %s: %s. You are signed in as %s.",
+			x.AccountName, x.CfgPath, strings.Join(x.Voters, ", "), user.Email)
+	}
+	decision := c.FormValue("decision")
+	res, err := s.Infra.Vote(c.Request().Context(), infra.VoteInput{
+		ExecutionID: x.ExecutionID, Voter: user.Email, Decision: decision,
+		Comment: strings.TrimSpace(c.FormValue("comment")), Via: infra.ViaDashboard,
+	})
+	to := executionURL(x.ExecutionID)
+	if msg, ok := conflictMessage(err); ok {
+		return s.redirectWithFlash(c, to, false, msg)
+	}
+	if err != nil {
+		return err
+	}
+	return s.redirectWithFlash(c, to, true, voteRecorded("your", decision, res, x))
+}
+
+// voteRecorded says what a vote did, for the flash after it.
+func voteRecorded(whose, decision string, res approval.Result, x *models.Execution) string {
+	what := "approval"
+	if d, _ := approval.ParseDecision(decision); d == approval.Reject {
+		what = "rejection"
+	}
+	msg := fmt.Sprintf("Recorded %s %s: %d of %d approvals, %d of %d rejections.", whose, what,
+		res.Approvals, x.MinApprovalCount, res.Rejections, x.MinRejectionCount)
+	switch res.State {
+	case approval.Approved:
+		msg += " That was enough: the plan is being applied."
+	case approval.Rejected:
+		msg += " That was enough: the execution failed and what depends on it is aborted."
+	}
+	return msg
+}
+
+// outputTail is what a page following an output live receives.
+type outputTail struct {
+	Text   string `json:"text"`
+	Next   int    `json:"next"`
+	Status string `json:"status"`
+	Step   string `json:"step,omitempty"`
+	Done   bool   `json:"done"` // the step is over: nothing more will come
+}
+
+// executionOutputTail is the JSON tail of a step's output from offset on.
+func (s *Server) executionOutputTail(c echo.Context) error {
+	step := c.QueryParam("step")
+	if step != models.StepPlanning && step != models.StepApplying {
+		return apperr.Field("step", "must be planning or applying")
+	}
+	offset, err := offsetParam(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("execution_id")
+	out, err := models.ExecutionOutput(c.Request().Context(), s.DB.Bun, id, step, offset)
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "No execution %s.", id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, outputTail{Text: out.Text, Next: out.Next, Status: out.Status, Step: out.Step, Done: stepOver(out.Status, out.Step, step)})
+}
+
+// stepOver says whether an execution in status and current step is past
+// step: its output will not grow any more.
+func stepOver(status, current, step string) bool {
+	rank := map[string]int{models.StepPlanning: 0, models.StepVoting: 1, models.StepApplying: 2}
+	switch status {
+	case models.ExecWaiting:
+		return false
+	case models.ExecRunning:
+		return rank[current] > rank[step]
+	}
+	return true
+}
+
+// planOutputTail is the JSON tail of a pull request plan's output.
+func (s *Server) planOutputTail(c echo.Context) error {
+	id, err := idParam404(c, "plan")
+	if err != nil {
+		return err
+	}
+	offset, err := offsetParam(c)
+	if err != nil {
+		return err
+	}
+	out, err := models.PRPlanOutput(c.Request().Context(), s.DB.Bun, id, offset)
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "No plan %d.", id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, outputTail{Text: out.Text, Next: out.Next, Status: out.Status, Done: !planActive(out.Status)})
+}
+
+func planActive(status string) bool {
+	return status == models.PlanQueued || status == models.PlanRunning
+}
+
+func offsetParam(c echo.Context) (int, error) {
+	v := c.QueryParam("offset")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, apperr.Field("offset", "must be a number of characters from 0")
+	}
+	return n, nil
+}
+
+// pullRequestPage is a pull request: its plans at the head commit (the
+// commit statuses link here for scan errors), its runs and its log.
+func (s *Server) pullRequestPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	db := s.DB.Bun
+	repo := c.Param("repo")
+	number, err := strconv.Atoi(c.Param("number"))
+	if err != nil || number <= 0 {
+		return apperr.New(apperr.NotFound, "There is no pull request %q.", c.Param("number"))
+	}
+	pr, err := models.PullRequestByNumber(ctx, db, repo, number)
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "Gantry knows no pull request #%d of %s: GitHub tells it about pull requests into the trunk of configured repositories.", number, repo)
+	}
+	if err != nil {
+		return err
+	}
+	plans, err := models.PlansOfPullRequest(ctx, db, repo, number, pr.HeadSHA)
+	if err != nil {
+		return err
+	}
+	runs, err := models.ListRuns(ctx, db, models.RunFilter{Repository: repo, PRNumber: number, Limit: pullRunsShown})
+	if err != nil {
+		return err
+	}
+	deployment := infra.DeploymentID(&models.Run{Repository: repo, PRNumber: number})
+	entries, err := models.ListLog(ctx, db, models.LogFilter{Deployment: deployment, Limit: infraLogSize})
+	if err != nil {
+		return err
+	}
+	v := infraview.PullView{
+		Repository: repo, Number: "#" + strconv.Itoa(number), Title: pr.Title, GitHubURL: pr.HTMLURL,
+		State: pullState(pr.State), PlanError: pr.PlanError, Log: logRows(entries),
+		LogURL: "/log?" + url.Values{"deployment": {deployment}}.Encode(),
+	}
+	v.Fields = []infraview.Field{
+		{Label: "Author", Value: pr.Author, TestID: "field-author"},
+		{Label: "Merges", Value: pr.HeadRef + " → " + pr.BaseRef, Mono: true, TestID: "field-refs"},
+		{Label: "Head commit", Value: pr.HeadSHA, Mono: true, TestID: "field-head"},
+	}
+	if pr.MergeCommitSHA != "" {
+		v.Fields = append(v.Fields, infraview.Field{Label: "Merge commit", Value: pr.MergeCommitSHA, Mono: true, TestID: "field-merge-commit"})
+	}
+	v.Fields = append(v.Fields, infraview.Field{Label: "Last event", Value: clock(pr.UpdatedAt) + " UTC", TestID: "field-updated"})
+	for i := range plans {
+		p := &plans[i]
+		row := infraview.PlanRow{ID: p.ID, Path: p.Path, URL: planURL(p.ID), State: planState(p), Changes: changesText(p), Error: truncate(p.Error, 200)}
+		row.Started, row.StartedISO = clockPtr(p.StartedAt)
+		row.Finished, row.FinishedISO = clockPtr(p.FinishedAt)
+		v.Plans = append(v.Plans, row)
+		v.Live = v.Live || (pr.State == models.PROpen && planActive(p.Status))
+	}
+	if v.Runs, err = s.runRows(ctx, runs); err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, infraview.Pull(v))
+}
+
+func changesText(p *models.PRPlan) string {
+	switch {
+	case p.HasChanges == nil:
+		return ""
+	case *p.HasChanges:
+		return "changes to apply"
+	}
+	return "no changes"
+}
+
+// planPage is one unit's plan of a pull request (commit statuses link
+// here), its output followed live while it runs.
+func (s *Server) planPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	id, err := idParam404(c, "plan")
+	if err != nil {
+		return err
+	}
+	p, err := models.PRPlanByID(ctx, s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "No plan %d.", id)
+	}
+	if err != nil {
+		return err
+	}
+	v := infraview.PlanView{
+		ID: p.ID, Path: p.Path, Repository: p.Repository, PR: "#" + strconv.Itoa(p.PRNumber), PRURL: pullURL(p.Repository, p.PRNumber),
+		State: planState(p), Error: p.Error,
+	}
+	if pr, err := models.PullRequestByNumber(ctx, s.DB.Bun, p.Repository, p.PRNumber); err == nil && pr.HeadSHA != p.HeadSHA {
+		v.Stale = fmt.Sprintf("The pull request has moved on to %s since this plan; its page lists the plans of the new head.", shortSHA(pr.HeadSHA))
+	} else if err != nil && !errors.Is(err, models.ErrNotFound) {
+		return err
+	}
+	v.Fields = []infraview.Field{
+		{Label: "Repository", Value: p.Repository, TestID: "field-repository"},
+		{Label: "Pull request", Links: []infraview.Link{{Text: "#" + strconv.Itoa(p.PRNumber), URL: v.PRURL}}, TestID: "field-pr"},
+		{Label: "Head commit", Value: p.HeadSHA, Mono: true, TestID: "field-head"},
+		{Label: "Unit", Value: p.Path, Mono: true, TestID: "field-unit"},
+		{Label: "Status", Value: planState(p).Text, TestID: "field-status"},
+		{Label: "Queued", Value: clock(p.CreatedAt) + " UTC", TestID: "field-queued"},
+	}
+	if p.ExitCode != nil {
+		v.Fields = append(v.Fields, infraview.Field{Label: "Exit code", Value: strconv.Itoa(*p.ExitCode), TestID: "field-exit-code"})
+	}
+	if p.StartedAt != nil {
+		v.Fields = append(v.Fields, infraview.Field{Label: "Started", Value: clock(*p.StartedAt) + " UTC", TestID: "field-started"})
+	}
+	if p.FinishedAt != nil {
+		v.Fields = append(v.Fields, infraview.Field{Label: "Finished", Value: clock(*p.FinishedAt) + " UTC", TestID: "field-finished"})
+	}
+	v.Output = infraview.Output{
+		TestID: "plan-output", Text: p.Output, Live: planActive(p.Status),
+		TailURL: planURL(p.ID) + "/output", Offset: strconv.Itoa(utf8.RuneCountInString(p.Output)),
+	}
+	switch p.Status {
+	case models.PlanQueued:
+		v.Output.Empty = "Queued: the plan starts as soon as a worker is free; its output appears here as it runs."
+		v.Output.LiveLabel = "queued, waiting for a worker"
+	case models.PlanRunning:
+		v.Output.Empty = "Planning; the output appears here as terraform writes it."
+		v.Output.LiveLabel = "planning, following the output"
+	case models.PlanCanceled:
+		v.Output.Empty = "Canceled before it wrote anything: a newer push replaced it."
+	default:
+		v.Output.Empty = "The plan wrote no output."
+	}
+	if c := changesText(p); c != "" {
+		v.Output.Note = "Result: " + c + "."
+	}
+	return s.render(c, http.StatusOK, infraview.Plan(v))
+}
+
+// runParam finds the run named in the path; a bad or unknown id is a 404.
+func (s *Server) runParam(c echo.Context) (*models.Run, error) {
+	id, err := idParam404(c, "run")
+	if err != nil {
+		return nil, err
+	}
+	run, err := models.RunByID(c.Request().Context(), s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, apperr.New(apperr.NotFound, "No run %d.", id)
+	}
+	return run, err
+}
+
+// executionParam finds the execution named in the path, everything loaded.
+func (s *Server) executionParam(c echo.Context) (*models.Execution, error) {
+	id := c.Param("execution_id")
+	x, err := models.ExecutionByExecutionID(c.Request().Context(), s.DB.Bun, id)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, apperr.New(apperr.NotFound, "No execution %s.", id)
+	}
+	return x, err
+}
+
+// idParam404 reads the numeric :id of a page; anything else names nothing
+// there is, so it is a 404 rather than a bad request.
+func idParam404(c echo.Context, what string) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, apperr.New(apperr.NotFound, "There is no %s %q.", what, c.Param("id"))
+	}
+	return id, nil
+}
+
+func runState(status string) infraview.State {
+	switch status {
+	case models.RunQueued:
+		return infraview.State{Text: "queued", Tone: "muted", Class: "waiting"}
+	case models.RunScanning:
+		return infraview.State{Text: "scanning", Class: "running"}
+	case models.RunRunning:
+		return infraview.State{Text: "running", Class: "running"}
+	case models.RunSucceeded:
+		return infraview.State{Text: "succeeded", Tone: "ok", Class: "succeeded"}
+	case models.RunFailed:
+		return infraview.State{Text: "failed", Tone: "bad", Class: "failed"}
+	}
+	return infraview.State{Text: status, Tone: "muted", Class: "waiting"}
+}
+
+// execState is an execution's status; a running one says its step, and one
+// waiting for votes stands out.
+func execState(x *models.Execution) infraview.State {
+	switch x.Status {
+	case models.ExecWaiting:
+		return infraview.State{Text: "waiting", Tone: "muted", Class: "waiting"}
+	case models.ExecRunning:
+		switch x.Step {
+		case models.StepVoting:
+			return infraview.State{Text: "running · voting", Tone: "warn", Class: "voting"}
+		case "":
+			return infraview.State{Text: "running", Class: "running"}
+		}
+		return infraview.State{Text: "running · " + x.Step, Class: "running"}
+	case models.ExecSucceeded:
+		return infraview.State{Text: "succeeded", Tone: "ok", Class: "succeeded"}
+	case models.ExecFailed:
+		return infraview.State{Text: "failed", Tone: "bad", Class: "failed"}
+	case models.ExecAborted:
+		return infraview.State{Text: "aborted", Tone: "muted", Class: "aborted"}
+	}
+	return infraview.State{Text: x.Status, Tone: "muted", Class: "waiting"}
+}
+
+// stateRank orders state classes for legends: as an execution goes.
+func stateRank(class string) int {
+	return slices.Index([]string{"waiting", "running", "voting", "succeeded", "failed", "aborted"}, class)
+}
+
+func planState(p *models.PRPlan) infraview.State {
+	switch p.Status {
+	case models.PlanQueued:
+		return infraview.State{Text: "queued", Tone: "muted", Class: "waiting"}
+	case models.PlanRunning:
+		return infraview.State{Text: "running", Class: "running"}
+	case models.PlanSucceeded:
+		if p.HasChanges != nil && !*p.HasChanges {
+			return infraview.State{Text: "no changes", Tone: "ok", Class: "succeeded"}
+		}
+		return infraview.State{Text: "changes", Class: "changes"}
+	case models.PlanFailed:
+		return infraview.State{Text: "failed", Tone: "bad", Class: "failed"}
+	case models.PlanCanceled:
+		return infraview.State{Text: "canceled", Tone: "muted", Class: "aborted"}
+	}
+	return infraview.State{Text: p.Status, Tone: "muted", Class: "waiting"}
+}
+
+func pullState(state string) infraview.State {
+	switch state {
+	case models.PROpen:
+		return infraview.State{Text: "open", Class: "running"}
+	case models.PRMerged:
+		return infraview.State{Text: "merged", Tone: "ok", Class: "succeeded"}
+	}
+	return infraview.State{Text: state, Tone: "muted", Class: "aborted"}
+}
+
+func runTitle(id int64) string { return "Run " + strconv.FormatInt(id, 10) }
+func runURL(id int64) string   { return "/infra/runs/" + strconv.FormatInt(id, 10) }
+func planURL(id int64) string  { return "/infra/plans/" + strconv.FormatInt(id, 10) }
+func executionURL(executionID string) string {
+	return "/infra/executions/" + url.PathEscape(executionID)
+}
+func pullURL(repo string, number int) string {
+	return "/infra/" + url.PathEscape(repo) + "/pulls/" + strconv.Itoa(number)
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+func iso(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// clockPtr is an optional time as the pages show it and as <time> wants it.
+func clockPtr(t *time.Time) (string, string) {
+	if t == nil {
+		return "", ""
+	}
+	return clock(*t), iso(*t)
+}
