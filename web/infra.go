@@ -152,6 +152,12 @@ func (s *Server) apiGetRun(c echo.Context) error {
 // split into approval and rejection voters, and its outputs.
 type executionJSON struct {
 	*models.Execution
+	// The seed's record also names the pull request and the commits.
+	PRID     int    `json:"pr_id"`
+	CommitID string `json:"commit_id"`
+	BaseRef  string `json:"base_ref"`
+	HeadRef  string `json:"head_ref"`
+
 	ApprovalVoters  []string      `json:"approval_voters"`
 	RejectionVoters []string      `json:"rejection_voters"`
 	Votes           []models.Vote `json:"votes"`
@@ -167,7 +173,12 @@ func (s *Server) apiGetExecution(c echo.Context) error {
 	if err != nil {
 		return notFoundAs(err, "No execution %s.", c.Param("execution_id"))
 	}
-	out := executionJSON{Execution: x, ApprovalVoters: []string{}, RejectionVoters: []string{}, Votes: []models.Vote{},
+	run, err := models.RunByID(ctx, s.DB.Bun, x.RunID)
+	if err != nil {
+		return err
+	}
+	out := executionJSON{Execution: x, PRID: run.PRNumber, CommitID: run.MergeCommit, BaseRef: run.BaseRef, HeadRef: run.HeadRef,
+		ApprovalVoters: []string{}, RejectionVoters: []string{}, Votes: []models.Vote{},
 		PlanOutput: x.PlanOutput, ApplyOutput: x.ApplyOutput, RunURL: "/api/v1/infra/runs/" + strconv.FormatInt(x.RunID, 10)}
 	if x.ApprovalID != nil {
 		a, err := models.ApprovalByID(ctx, s.DB.Bun, *x.ApprovalID)

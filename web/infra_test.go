@@ -149,11 +149,13 @@ func TestInfraAPI(t *testing.T) {
 
 	res, body = b.call(t, http.MethodGet, "/api/v1/infra/executions/"+vpc.ExecutionID, veraRead, "")
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	for _, field := range []string{"execution_id", "cfg_path", "cfg_deps", "account_name", "account_path", "account_deps",
+	for _, field := range []string{"execution_id", "pr_id", "commit_id", "base_ref", "head_ref", "cfg_path", "cfg_deps", "account_name", "account_path", "account_deps",
 		"plan_command", "apply_command", "voters", "approval_voters", "rejection_voters", "min_approval_count", "min_rejection_count", "status"} {
 		require.Contains(t, body, field, "the seed's record field %s", field)
 	}
 	require.Contains(t, body["plan_output"], `"vpc-v2"`)
+	require.Equal(t, sha, body["commit_id"])
+	require.EqualValues(t, 9, body["pr_id"])
 
 	res, body = b.call(t, http.MethodGet, "/api/v1/approvals", adaRead, "")
 	require.Equal(t, http.StatusOK, res.StatusCode)
