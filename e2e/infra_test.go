@@ -216,3 +216,79 @@ func TestInfrastructureDelivery(t *testing.T) {
 		assert.EqualValues(t, 0, overflow, "%s at 390px wide scrolls sideways by %vpx", p.url, overflow)
 	}
 }
+
+// TestInfraRunSurvivesARestart: the process running an execution's plan is
+// stopped (a deploy of Gantry itself) while the plan runs; the plan's
+// command is stopped with it, and the new process plans again and carries
+// the run to its end. Nothing was kept in memory.
+func TestInfraRunSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	repo, _ := infratest.Standard(t)
+	config := filepath.Join(t.TempDir(), "gantry.yaml")
+	yaml := strings.Replace(repo.YAML("live", "INFRA_WEBHOOK_SECRET", "INFRA_GITHUB_TOKEN", []string{"ada@example.com"}, 1, 1),
+		"runner: terraform\n", `runner: custom
+    commands:
+      plan: ["sh", "-c", "echo planning; sleep 4; echo planned; touch \"$1\"", "plan", "{plan_file}"]
+      apply: ["sh", "-c", "echo applied", "apply", "{plan_file}"]
+      destroy: ["true"]
+`, 1)
+	require.NoError(t, os.WriteFile(config, []byte(yaml), 0o600))
+	srv := startServer(t, "GANTRY_CONFIG="+config, "INFRA_WEBHOOK_SECRET="+webhookSecret, "INFRA_GITHUB_TOKEN=unused",
+		"GANTRY_WORK_DIR="+t.TempDir(), "GANTRY_SHUTDOWN_GRACE=1s", "GANTRY_API_RATE=200", "GANTRY_API_BURST=200")
+	srv.createUser(t, "Ada Lovelace", "ada@example.com", "approver")
+	token := srv.createToken(t, "ada@example.com", "ada-cli", "read,vote")
+
+	p := repo.OpenPR(3, map[string]string{infratest.DNS + "/main.tf": repo.Resource(infratest.DNS, "zone", `"dns-v2"`)})
+	sha := repo.Merge(p.Branch)
+	res, err := githubtest.Deliver(t.Context(), http.DefaultClient, srv.URL+"/webhooks/github", webhookSecret, "pull_request", "e2e-restart", repo.Event(p, "closed", sha))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusAccepted, res.StatusCode)
+
+	type execution struct {
+		ExecutionID string `json:"execution_id"`
+		Status      string `json:"status"`
+		Step        string `json:"step"`
+		PlanOutput  string `json:"plan_output"`
+		ApplyOutput string `json:"apply_output"`
+	}
+	waitExecution := func(cond func(execution) bool, what string) execution {
+		t.Helper()
+		deadline := time.Now().Add(infraWait)
+		for {
+			status, body := callAPI(t, http.MethodGet, srv.URL+"/api/v1/infra/runs?repository=live", token, nil)
+			require.Equal(t, http.StatusOK, status, string(body))
+			runs := decode[struct {
+				Runs []struct {
+					ID int64 `json:"id"`
+				} `json:"runs"`
+			}](t, body)
+			if len(runs.Runs) == 1 {
+				status, body = callAPI(t, http.MethodGet, fmt.Sprintf("%s/api/v1/infra/runs/%d", srv.URL, runs.Runs[0].ID), token, nil)
+				require.Equal(t, http.StatusOK, status, string(body))
+				xs := decode[struct {
+					Executions []execution `json:"executions"`
+				}](t, body).Executions
+				if len(xs) == 1 {
+					status, body = callAPI(t, http.MethodGet, srv.URL+"/api/v1/infra/executions/"+xs[0].ExecutionID, token, nil)
+					require.Equal(t, http.StatusOK, status, string(body))
+					if x := decode[execution](t, body); cond(x) {
+						return x
+					}
+				}
+			}
+			require.True(t, time.Now().Before(deadline), "gave up waiting for %s", what)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitExecution(func(x execution) bool { return strings.Contains(x.PlanOutput, "planning") && !strings.Contains(x.PlanOutput, "planned") },
+		"the plan to be under way")
+
+	srv.restart(t)
+	x := waitExecution(func(x execution) bool { return x.Step == "voting" }, "the plan to be made again after the restart")
+	require.Contains(t, x.PlanOutput, "planned")
+	status, body := callAPI(t, http.MethodPost, srv.URL+"/api/v1/infra/executions/"+x.ExecutionID+"/votes", token, map[string]string{"decision": "approve"})
+	require.Equal(t, http.StatusOK, status, string(body))
+	x = waitExecution(func(x execution) bool { return x.Status == "succeeded" }, "the apply")
+	require.Contains(t, x.ApplyOutput, "applied")
+}

@@ -164,9 +164,10 @@ func (p *process) waitReady(t *testing.T, baseURL string, timeout time.Duration)
 
 // server is one `gantry serve` on its own database and port.
 type server struct {
-	URL   string // http://127.0.0.1:<port>, no trailing slash
-	dbURL string
-	proc  *process
+	URL     string // http://127.0.0.1:<port>, no trailing slash
+	dbURL   string
+	proc    *process
+	environ []string
 }
 
 // startServer starts `gantry serve` on a fresh migrated database and waits
@@ -183,9 +184,21 @@ func startServer(t *testing.T, extraEnv ...string) *server {
 		"GANTRY_ADDR=" + addr,
 		"GANTRY_BASE_URL=" + s.URL,
 	}, extraEnv...)...)
+	s.environ = environ
 	s.proc = startProcess(t, "gantry-serve", environ, "serve")
 	s.proc.waitReady(t, s.URL, readyTimeout)
 	return s
+}
+
+// restart stops the server with SIGTERM, as a deploy does, and starts a new
+// process on the same database, address and settings.
+func (s *server) restart(t *testing.T) {
+	t.Helper()
+	code, err := s.proc.stop(syscall.SIGTERM, stopTimeout)
+	require.NoError(t, err)
+	require.Equal(t, 0, code, "gantry serve exits cleanly on SIGTERM")
+	s.proc = startProcess(t, "gantry-serve-restarted", s.environ, "serve")
+	s.proc.waitReady(t, s.URL, readyTimeout)
 }
 
 // gantry runs a CLI command against the server's database and returns its

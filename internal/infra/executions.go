@@ -39,6 +39,10 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
 		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepPlanning))
+	if ctx.Err() != nil {
+		// The worker is stopping (or the job timed out): River plans again.
+		return fmt.Errorf("planning %s: %w", x.ExecutionID, context.Cause(ctx))
+	}
 	ok, changes := planOutcome(x.PlanCommand, res)
 	s.Metrics.command("plan", ok, time.Since(*x.PlanStartedAt))
 	var saved []byte
@@ -234,6 +238,10 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
 		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepApplying))
+	if ctx.Err() != nil {
+		// The worker is stopping: River applies the same saved plan again.
+		return fmt.Errorf("applying %s: %w", x.ExecutionID, context.Cause(ctx))
+	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
