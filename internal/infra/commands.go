@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,9 +34,15 @@ func expand(template []string, dir, planFile string) []string {
 	return argv
 }
 
-// run checks the commit out into ws, then runs the init and main commands
-// in the unit, streaming their output to sink. A failed init is the
-// result; the main command does not run.
+// errCannotRun marks what keeps a command from running that no retry can
+// fix: a unit path leading out of the checkout, a role on a Gantry without
+// AWS access, an executable that is not installed. The execution fails
+// with the reason; any other error of run (git unreachable, STS down, the
+// database) is returned for River to retry.
+var errCannotRun = errors.New("cannot run")
+
+// run checks the commit out into ws, then runs the unit's commands in it
+// (runIn) within the command timeout.
 func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner.Sink) (runner.Result, error) {
 	mirror, err := s.Git.Fetch(ctx, c.RepoURL, c.Commit)
 	if err != nil {
@@ -46,16 +53,24 @@ func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner
 		return runner.Result{}, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), checkout) }()
+	return s.runIn(ctx, checkout, c, sink, time.Now().Add(s.commandTimeout()))
+}
+
+// runIn runs the init and main commands of c in its unit of checkout,
+// streaming their output to sink, as the unit's role when it has one. A
+// failed init is the result; the main command does not run. Both share
+// deadline, so a job always ends before River's own time limit.
+func (s *Service) runIn(ctx context.Context, checkout string, c unitCommand, sink runner.Sink, deadline time.Time) (runner.Result, error) {
 	dir, err := runner.SafePath(checkout, c.Unit)
 	if err != nil {
-		return runner.Result{}, fmt.Errorf("unit %s: %w", c.Unit, err)
+		return runner.Result{}, fmt.Errorf("%w: unit %s: %w", errCannotRun, c.Unit, err)
 	}
 	// Terraform's own switches for running unattended come first, so
 	// GANTRY_COMMAND_ENV can still override them.
 	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
 	if c.Role != "" {
 		if s.Roles == nil {
-			return runner.Result{}, fmt.Errorf("unit %s runs as %s, but this Gantry has no AWS access configured", c.Unit, c.Role)
+			return runner.Result{}, fmt.Errorf("%w: unit %s runs as %s, but this Gantry has no AWS access configured", errCannotRun, c.Unit, c.Role)
 		}
 		roleEnv, err := s.Roles.RoleEnv(ctx, c.Role, c.Session, roleSession(s.commandTimeout()))
 		if err != nil {
@@ -68,13 +83,23 @@ func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner
 			continue
 		}
 		res, err := runner.Run(ctx, runner.Command{
-			Argv: expand(template, dir, c.PlanFile), Dir: checkout, Env: env, Timeout: s.commandTimeout(),
+			Argv: expand(template, dir, c.PlanFile), Dir: checkout, Env: env, Timeout: max(time.Until(deadline), time.Second),
 		}, sink)
+		if errors.Is(err, runner.ErrInvalidCommand) {
+			err = fmt.Errorf("%w: %w", errCannotRun, err)
+		}
 		if err != nil || !res.Success() || slices.Equal(template, c.Main) {
 			return res, err
 		}
 	}
-	return runner.Result{}, fmt.Errorf("unit %s: no command to run", c.Unit)
+	return runner.Result{}, fmt.Errorf("%w: unit %s: no command to run", errCannotRun, c.Unit)
+}
+
+// retryable reports whether a command's error is for River to retry: the
+// job was stopped, or something outside the repository failed (git, STS,
+// the database). A command that ran, or that cannot run, is an outcome.
+func retryable(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || (err != nil && !errors.Is(err, errCannotRun))
 }
 
 // roleSession is how long an assumed role's credentials last: the command's
@@ -84,9 +109,10 @@ func roleSession(timeout time.Duration) time.Duration { return min(timeout, time
 
 // planOutcome reads a plan's exit code. With -detailed-exitcode, 0 is "no
 // changes" and 2 "changes"; without it a plan that succeeds counts as
-// having changes, so it is voted on.
-func planOutcome(template []string, res runner.Result) (ok, changes bool) {
-	if res.TimedOut || res.Cancelled {
+// having changes, so it is voted on. A plan that could not run (err) has
+// neither: it failed.
+func planOutcome(template []string, res runner.Result, err error) (ok, changes bool) {
+	if err != nil || res.TimedOut || res.Cancelled {
 		return false, false
 	}
 	detailed := slices.Contains(template, "-detailed-exitcode")

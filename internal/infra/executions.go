@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -39,11 +40,12 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
 		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepPlanning))
-	if ctx.Err() != nil {
-		// The worker is stopping (or the job timed out): River plans again.
-		return fmt.Errorf("planning %s: %w", x.ExecutionID, context.Cause(ctx))
+	if retryable(ctx, runErr) {
+		// The worker is stopping, or git or STS failed: River plans again
+		// (and after the last attempt the execution fails: GiveUp).
+		return fmt.Errorf("planning %s: %w", x.ExecutionID, errors.Join(context.Cause(ctx), runErr))
 	}
-	ok, changes := planOutcome(x.PlanCommand, res)
+	ok, changes := planOutcome(x.PlanCommand, res, runErr)
 	s.Metrics.command("plan", ok, time.Since(*x.PlanStartedAt))
 	var saved []byte
 	if ok && changes {
@@ -238,9 +240,10 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
 		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepApplying))
-	if ctx.Err() != nil {
-		// The worker is stopping: River applies the same saved plan again.
-		return fmt.Errorf("applying %s: %w", x.ExecutionID, context.Cause(ctx))
+	if retryable(ctx, runErr) {
+		// The worker is stopping, or git or STS failed: River applies the
+		// same saved plan again.
+		return fmt.Errorf("applying %s: %w", x.ExecutionID, errors.Join(context.Cause(ctx), runErr))
 	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {

@@ -168,12 +168,13 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 		RepoURL: repo.URL, Commit: p.HeadSHA, Unit: p.Path, Init: repo.InitCommand, Main: repo.PlanCommand,
 		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: fmt.Sprintf("pr-%d", p.PRNumber),
 	}, sink)
-	if ctx.Err() != nil {
+	if retryable(ctx, runErr) {
 		// A newer push cancelled this job (River then records it as
-		// cancelled), or the worker is stopping and River runs it again.
-		return context.Cause(ctx)
+		// cancelled), the worker is stopping, or git or STS failed: River
+		// runs it again.
+		return errors.Join(context.Cause(ctx), runErr)
 	}
-	ok, changes := planOutcome(repo.PlanCommand, res)
+	ok, changes := planOutcome(repo.PlanCommand, res, runErr)
 	s.Metrics.command("pr_plan", ok, time.Since(began))
 	exit := res.ExitCode
 	p.ExitCode, p.HasChanges = &exit, &changes

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/gitrepo"
 	"github.com/gantryhq/gantry/internal/infrarun"
-	"github.com/gantryhq/gantry/internal/runner"
 	"github.com/gantryhq/gantry/internal/tgraph"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
@@ -61,11 +61,13 @@ func (s *Service) StartRun(ctx context.Context, runID int64) error {
 	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
 		return scanErr // git or the database: River retries
 	}
+	base := run.BaseCommit // what the scan compared the merge with
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, runID)
 		if err != nil || run.Status != models.RunScanning {
 			return err
 		}
+		run.BaseCommit = base
 		var specs []infrarun.Spec
 		if scanErr == nil {
 			specs, scanErr = infrarun.Plan(run.PRNumber, run.MergeCommit, units, engineAccounts(repo.Accounts), newRand())
@@ -175,44 +177,44 @@ func (s *Service) baseOf(ctx context.Context, mirror *gitrepo.Mirror, run *model
 }
 
 // planAll is the scan type plan: a plan of every unit at the merge commit,
-// keeping those whose plan has changes (exit code 2).
+// in the one checkout of the scan and as each unit's account's plan role,
+// keeping those whose plan has changes (exit code 2). The whole scan has
+// the command timeout; a unit whose plan fails fails the scan with the end
+// of its output.
 func (s *Service) planAll(ctx context.Context, repo *models.Repository, run *models.Run, checkout string, g *tgraph.Graph) ([]string, error) {
 	order, err := g.Order()
 	if err != nil {
 		return nil, err
 	}
-	var changed, failed []string
+	deadline := time.Now().Add(s.commandTimeout())
+	var changed []string
 	for _, p := range order {
-		dir, err := runner.SafePath(checkout, p)
-		if err != nil {
+		var role string
+		if acc := accountFor(repo.Accounts, p); acc != nil {
+			role = acc.PlanRole
+		}
+		res, err := s.runIn(ctx, checkout, unitCommand{
+			Unit: p, Init: repo.InitCommand, Main: repo.PlanCommand, Role: role, Session: fmt.Sprintf("scan-%d", run.ID),
+			PlanFile: filepath.Join(filepath.Dir(checkout), "scan.tfplan"),
+		}, nil, deadline)
+		if retryable(ctx, err) {
 			return nil, err
 		}
-		planFile := filepath.Join(filepath.Dir(checkout), "scan.tfplan")
-		var res runner.Result
-		for _, template := range [][]string{repo.InitCommand, repo.PlanCommand} {
-			if len(template) == 0 {
-				continue
-			}
-			res, err = runner.Run(ctx, runner.Command{Argv: expand(template, dir, planFile), Dir: checkout, Env: s.Env, Timeout: s.commandTimeout()}, nil)
-			if err != nil {
-				return nil, err
-			}
-			if !res.Success() {
-				break
-			}
-		}
-		ok, changes := planOutcome(repo.PlanCommand, res)
+		ok, changes := planOutcome(repo.PlanCommand, res, err)
 		switch {
 		case !ok:
-			failed = append(failed, p)
+			return nil, fmt.Errorf("%w: %s in %s:\n%s", errScan, failure("the plan", res, err), p, lastLines(res.Output, 20))
 		case changes:
 			changed = append(changed, p)
 		}
 	}
-	if len(failed) > 0 {
-		return nil, fmt.Errorf("%w: the plan failed in %s", errScan, strings.Join(failed, ", "))
-	}
 	return changed, nil
+}
+
+// lastLines is the end of a command's output, for an error message.
+func lastLines(output string, n int) string {
+	lines := strings.Split(strings.TrimRight(output, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func engineAccounts(accounts []models.Account) []infrarun.Account {

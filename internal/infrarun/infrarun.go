@@ -55,11 +55,16 @@ func Plan(pr int, commit string, units []Unit, accounts []Account, rnd *rand.Ran
 	}
 	specs := make([]Spec, 0, len(units))
 	var orphans []string
+	used := make(map[string]bool, len(units))
 	for _, u := range units {
 		acc := accountFor(accounts, u.Path)
 		if acc == nil {
 			orphans = append(orphans, u.Path)
 			continue
+		}
+		id, err := uniqueID(pr, commit, acc.Name, u.Path, rnd, used)
+		if err != nil {
+			return nil, err
 		}
 		var deps []string
 		for _, d := range u.Deps {
@@ -69,7 +74,7 @@ func Plan(pr int, commit string, units []Unit, accounts []Account, rnd *rand.Ran
 		}
 		slices.Sort(deps)
 		specs = append(specs, Spec{
-			ExecutionID: ExecutionID(pr, commit, acc.Name, u.Path, rnd.IntN(1000)),
+			ExecutionID: id,
 			CfgPath:     u.Path,
 			CfgDeps:     slices.Compact(deps),
 			Account:     acc.Name,
@@ -88,6 +93,21 @@ func Plan(pr int, commit string, units []Unit, accounts []Account, rnd *rand.Ran
 		return nil, fmt.Errorf("these units would wait on each other forever (directory and account dependencies): %s", strings.Join(cycle, " -> "))
 	}
 	return specs, nil
+}
+
+// uniqueID draws an execution id whose three random digits no other
+// execution of the run has: units with the same leaf name in one account
+// (live/prod/<region>/vpc) would otherwise collide often.
+func uniqueID(pr int, commit, account, cfgPath string, rnd *rand.Rand, used map[string]bool) (string, error) {
+	start := rnd.IntN(1000)
+	for i := range 1000 {
+		id := ExecutionID(pr, commit, account, cfgPath, (start+i*7919)%1000)
+		if !used[id] {
+			used[id] = true
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("more than 1000 units named %s in account %s: the seed's execution ids (three digits) run out", path.Base(cfgPath), account)
 }
 
 // ExecutionID is the seed's id: run-{pr}-{commit[:4]}-{account}-{leaf}-{nnn}.

@@ -1,6 +1,7 @@
 package infrarun_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -237,4 +238,26 @@ func TestNext_properties(t *testing.T) {
 		}
 	}
 	require.Greater(t, ran, 200, "most random runs have no cycle and are played to the end")
+}
+
+// TestPlan_executionIDsAreUniqueInARun: the same leaf name in many regions
+// of one account (executions.execution_id is unique in the database).
+func TestPlan_executionIDsAreUniqueInARun(t *testing.T) {
+	t.Parallel()
+	var units []infrarun.Unit
+	for _, region := range []string{"us-east-1", "us-west-2", "eu-west-1", "eu-central-1"} {
+		for env := range 50 {
+			units = append(units, infrarun.Unit{Path: fmt.Sprintf("live/prod/%s/env%d/vpc", region, env)})
+		}
+	}
+	for seed := range uint64(50) {
+		specs, err := infrarun.Plan(7, "c8c5f6af", units, accounts, rand.New(rand.NewPCG(seed, 1)))
+		require.NoError(t, err)
+		seen := map[string]bool{}
+		for _, s := range specs {
+			require.False(t, seen[s.ExecutionID], "seed %d: %s twice", seed, s.ExecutionID)
+			seen[s.ExecutionID] = true
+			require.Regexp(t, `^run-7-c8c5-prod-vpc-\d{3}$`, s.ExecutionID)
+		}
+	}
 }
