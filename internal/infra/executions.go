@@ -2,8 +2,8 @@ package infra
 
 import (
 	"context"
-	"errors"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
