@@ -281,7 +281,9 @@ func TestInfraRunSurvivesARestart(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	waitExecution(func(x execution) bool { return strings.Contains(x.PlanOutput, "planning") && !strings.Contains(x.PlanOutput, "planned") },
+	waitExecution(func(x execution) bool {
+		return strings.Contains(x.PlanOutput, "planning") && !strings.Contains(x.PlanOutput, "planned")
+	},
 		"the plan to be under way")
 
 	srv.restart(t)

@@ -14,8 +14,8 @@ import (
 type Infra interface {
 	HandleDelivery(ctx context.Context, deliveryID string) error
 	PlanPullRequest(ctx context.Context, repo string, number int, headSHA string) error
-	RunPRPlan(ctx context.Context, planID int64) error
-	StartRun(ctx context.Context, runID int64) error
+	RunPRPlan(ctx context.Context, planID int64, generation int) error
+	StartRun(ctx context.Context, runID, jobID int64) error
 	PlanExecution(ctx context.Context, executionID int64) error
 	RequestVote(ctx context.Context, executionID int64, voter string) error
 	ApplyExecution(ctx context.Context, executionID int64) error
@@ -31,9 +31,11 @@ type Infra interface {
 	JobTimeout() time.Duration
 }
 
-// GiveUp names what a failed job was for (one of its fields is set).
+// GiveUp names what a failed job was for (one of its fields is set; a
+// plan's with its generation).
 type GiveUp struct {
 	PRPlanID    int64
+	Generation  int
 	RunID       int64
 	ExecutionID int64
 }
@@ -99,9 +101,12 @@ func (w *PlanPullRequestWorker) Work(ctx context.Context, job *river.Job[PlanPul
 	return w.Infra.PlanPullRequest(ctx, job.Args.Repository, job.Args.Number, job.Args.HeadSHA)
 }
 
-// RunPRPlanArgs plans one unit of a pull request.
+// RunPRPlanArgs plans one unit of a pull request. A plan queued again
+// (the pull request was reopened) has a new generation, and so a job of
+// its own whatever became of the old one.
 type RunPRPlanArgs struct {
-	PlanID int64 `json:"plan_id"`
+	PlanID     int64 `json:"plan_id"`
+	Generation int   `json:"generation"`
 }
 
 func (RunPRPlanArgs) Kind() string                 { return "run_pr_plan" }
@@ -117,7 +122,8 @@ func (w *RunPRPlanWorker) Timeout(*river.Job[RunPRPlanArgs]) time.Duration {
 }
 
 func (w *RunPRPlanWorker) Work(ctx context.Context, job *river.Job[RunPRPlanArgs]) error {
-	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{PRPlanID: job.Args.PlanID}, w.Infra.RunPRPlan(ctx, job.Args.PlanID))
+	what := GiveUp{PRPlanID: job.Args.PlanID, Generation: job.Args.Generation}
+	return orGiveUp(ctx, w.Infra, job.JobRow, what, w.Infra.RunPRPlan(ctx, job.Args.PlanID, job.Args.Generation))
 }
 
 // StartRunArgs takes the merge lock for a run and scans the merge; a run
@@ -128,7 +134,9 @@ type StartRunArgs struct {
 
 func (StartRunArgs) Kind() string { return "start_run" }
 
-// Not unique: a queued run is started again each time the lock is released.
+// Not unique: a queued run is started again each time the lock is
+// released. The run itself records which job scans it, so a second job
+// for it does nothing.
 func (StartRunArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 5}
 }
@@ -141,7 +149,7 @@ type StartRunWorker struct {
 func (w *StartRunWorker) Timeout(*river.Job[StartRunArgs]) time.Duration { return w.Infra.JobTimeout() }
 
 func (w *StartRunWorker) Work(ctx context.Context, job *river.Job[StartRunArgs]) error {
-	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{RunID: job.Args.RunID}, w.Infra.StartRun(ctx, job.Args.RunID))
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{RunID: job.Args.RunID}, w.Infra.StartRun(ctx, job.Args.RunID, job.ID))
 }
 
 // PlanExecutionArgs plans an execution whose dependencies have succeeded.
@@ -208,15 +216,29 @@ func (w *ApplyExecutionWorker) Work(ctx context.Context, job *river.Job[ApplyExe
 }
 
 // PostStatusArgs posts one commit status to GitHub; on its own so that
-// GitHub being down retries the status, not the plan.
+// GitHub being down retries the status, not the plan. The status of a plan
+// and the merge-lock status are worked out when they are sent, from the
+// rows as they are then, so a retried job never posts a stale state over a
+// newer one; a scan error is sent as given.
 type PostStatusArgs struct {
-	Repository  string `json:"repository"`
-	SHA         string `json:"sha"`
-	State       string `json:"state"`
-	Context     string `json:"context"`
-	Description string `json:"description"`
-	TargetURL   string `json:"target_url"`
+	Repository string `json:"repository"`
+	SHA        string `json:"sha"`
+	Of         string `json:"of"` // StatusOfPlan, StatusOfMergeLock or StatusAsGiven
+	PlanID     int64  `json:"plan_id,omitempty"`
+	PRNumber   int    `json:"pr_number,omitempty"`
+	// As given (a scan error).
+	State       string `json:"state,omitempty"`
+	Context     string `json:"context,omitempty"`
+	Description string `json:"description,omitempty"`
+	TargetURL   string `json:"target_url,omitempty"`
 }
+
+// The kinds of PostStatusArgs.
+const (
+	StatusOfPlan      = "plan"
+	StatusOfMergeLock = "merge_lock"
+	StatusAsGiven     = "given"
+)
 
 func (PostStatusArgs) Kind() string { return "post_commit_status" }
 func (PostStatusArgs) InsertOpts() river.InsertOpts {

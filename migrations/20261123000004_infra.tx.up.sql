@@ -57,6 +57,10 @@ CREATE TABLE pull_requests (
     state            text NOT NULL CHECK (state IN ('open', 'closed', 'merged')),
     merge_commit_sha text NOT NULL DEFAULT '',
     plan_error       text NOT NULL DEFAULT '', -- why the head could not be planned (a malformed terragrunt.hcl)
+    -- The latest delivery applied: GitHub's updated_at of the pull request,
+    -- then when Gantry received it. An older one handled later changes nothing.
+    event_at         timestamptz NOT NULL DEFAULT '-infinity',
+    delivery_at      timestamptz NOT NULL DEFAULT '-infinity',
     updated_at       timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (repository, number)
 );
@@ -75,6 +79,7 @@ CREATE TABLE pr_plans (
     output      text NOT NULL DEFAULT '',
     error       text NOT NULL DEFAULT '',
     job_id      bigint, -- the River job planning it, cancelled when a newer push supersedes it
+    generation  integer NOT NULL DEFAULT 1, -- bumped when a cancelled plan is queued again; its job carries it
     created_at  timestamptz NOT NULL DEFAULT now(),
     started_at  timestamptz,
     finished_at timestamptz,
@@ -97,6 +102,7 @@ CREATE TABLE runs (
                   CHECK (status IN ('queued', 'scanning', 'running', 'succeeded', 'failed')),
     error         text NOT NULL DEFAULT '',
     deleted_units text[] NOT NULL DEFAULT '{}',
+    scan_job_id   bigint, -- the River job that took the merge lock and scans; another job for the run does nothing
     created_at    timestamptz NOT NULL DEFAULT now(),
     started_at    timestamptz,
     finished_at   timestamptz

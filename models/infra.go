@@ -179,21 +179,39 @@ type PullRequest struct {
 	State          string    `json:"state"`
 	MergeCommitSHA string    `bun:"merge_commit_sha" json:"merge_commit_sha,omitempty"`
 	PlanError      string    `json:"plan_error,omitempty"`
+	EventAt        time.Time `json:"-"`
+	DeliveryAt     time.Time `json:"-"`
 	UpdatedAt      time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
 
 	Plans []PRPlan `bun:"-" json:"plans,omitempty"`
 }
 
-// UpsertPullRequest records the pull request's latest state.
-func UpsertPullRequest(ctx context.Context, tx bun.IDB, pr *PullRequest) error {
-	_, err := tx.NewInsert().Model(pr).On("CONFLICT (repository, number) DO UPDATE").
+// UpsertPullRequest records what a delivery says of a pull request unless
+// a later delivery was applied already (by GitHub's updated_at, then when
+// Gantry received it); false when it was, and nothing changed.
+func UpsertPullRequest(ctx context.Context, tx bun.IDB, pr *PullRequest) (bool, error) {
+	res, err := tx.NewInsert().Model(pr).On("CONFLICT (repository, number) DO UPDATE").
 		Set("title = EXCLUDED.title, author = EXCLUDED.author, html_url = EXCLUDED.html_url").
 		Set("base_ref = EXCLUDED.base_ref, head_ref = EXCLUDED.head_ref, head_sha = EXCLUDED.head_sha").
 		Set("state = EXCLUDED.state, merge_commit_sha = EXCLUDED.merge_commit_sha").
 		Set("plan_error = CASE WHEN pr.head_sha = EXCLUDED.head_sha THEN pr.plan_error ELSE '' END").
-		Set("updated_at = now()").
+		Set("event_at = EXCLUDED.event_at, delivery_at = EXCLUDED.delivery_at, updated_at = now()").
+		Where("(pr.event_at, pr.delivery_at) <= (EXCLUDED.event_at, EXCLUDED.delivery_at)").
 		Exec(ctx)
-	return err
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// LockPullRequest finds a pull request and locks it until the transaction
+// ends: a delivery changing it and a scan queueing plans for its head take
+// turns.
+func LockPullRequest(ctx context.Context, tx bun.IDB, repo string, number int) (*PullRequest, error) {
+	pr := new(PullRequest)
+	err := tx.NewSelect().Model(pr).Where("repository = ?", repo).Where("number = ?", number).For("UPDATE").Scan(ctx)
+	return pr, notFound(err)
 }
 
 // PullRequestByNumber finds a pull request.
@@ -237,6 +255,7 @@ type PRPlan struct {
 	Output     string     `json:"output,omitempty"`
 	Error      string     `json:"error,omitempty"`
 	JobID      *int64     `json:"-"`
+	Generation int        `bun:",nullzero,notnull,default:1" json:"-"`
 	CreatedAt  time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
@@ -253,6 +272,7 @@ func InsertPRPlans(ctx context.Context, tx bun.IDB, plans []*PRPlan) ([]*PRPlan,
 	err := tx.NewInsert().Model(&plans).
 		On("CONFLICT (repository, pr_number, head_sha, path) DO UPDATE").
 		Set("status = EXCLUDED.status, output = '', error = '', exit_code = NULL, has_changes = NULL, started_at = NULL, finished_at = NULL").
+		Set("generation = pp.generation + 1").
 		Where("pp.status = ?", PlanCanceled).
 		Returning("*").Scan(ctx, &queued)
 	return queued, err
@@ -283,11 +303,13 @@ func PRPlanByID(ctx context.Context, db bun.IDB, id int64) (*PRPlan, error) {
 	return p, notFound(err)
 }
 
-// StartPRPlan moves a queued plan to running; false when it is no longer
-// queued (canceled by a newer push, or already taken).
-func StartPRPlan(ctx context.Context, db bun.IDB, id int64) (bool, error) {
+// StartPRPlan moves a queued plan of generation to running; false when it
+// is no longer queued (canceled by a newer push, or already taken) or was
+// queued again since (a later generation has its own job).
+func StartPRPlan(ctx context.Context, db bun.IDB, id int64, generation int) (bool, error) {
 	res, err := db.NewUpdate().Model((*PRPlan)(nil)).Set("status = ?, started_at = now(), output = ''", PlanRunning).
-		Where("id = ?", id).Where("status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Exec(ctx)
+		Where("id = ?", id).Where("generation = ?", generation).
+		Where("status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Exec(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -315,12 +337,18 @@ func FinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan) (bool, error) {
 	return n == 1, err
 }
 
-// ForceFinishPRPlan records the outcome of a plan that is queued or
-// running, whoever holds it (a plan given up on).
-func ForceFinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan) error {
-	_, err := db.NewUpdate().Model(p).Column("status", "error").Set("finished_at = now()").
-		WherePK().Where("status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Exec(ctx)
-	return err
+// ForceFinishPRPlan records the outcome of a plan of generation that is
+// queued or running, whoever holds it (a plan given up on); false when it
+// was not.
+func ForceFinishPRPlan(ctx context.Context, db bun.IDB, p *PRPlan, generation int) (bool, error) {
+	res, err := db.NewUpdate().Model(p).Column("status", "error").Set("finished_at = now()").
+		WherePK().Where("generation = ?", generation).
+		Where("status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Exec(ctx)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // PlansOfPullRequest lists the plans of a pull request at headSHA.

@@ -47,6 +47,7 @@ type Run struct {
 	Status       string     `json:"status"`
 	Error        string     `json:"error,omitempty"`
 	DeletedUnits []string   `bun:",array" json:"deleted_units"`
+	ScanJobID    *int64     `json:"-"`
 	CreatedAt    time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
 	StartedAt    *time.Time `json:"started_at,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`

@@ -58,7 +58,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	ae := s.classify(c, err)
 	status := statusOf[ae.Code]
 	if status >= 500 {
-		s.Logger.Error("request failed", "error", err, "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestID(c))
+		s.Logger.Error("request failed", "error", err, "method", c.Request().Method, "path", loggedPath(c.Request().URL.Path), "request_id", requestID(c))
 	}
 	if wantsJSON(c) {
 		if c.Request().Method == http.MethodHead {

@@ -536,7 +536,8 @@ func TestInfraOutputIsFollowedLive(t *testing.T) {
 	require.Contains(t, page, `data-tail-src="`+html.EscapeString(path+"/output?step=applying")+`" data-tail-offset="0"`)
 
 	t.Run("a pull request's plan", func(t *testing.T) {
-		require.NoError(t, models.UpsertPullRequest(ctx, db, &models.PullRequest{Repository: "live", Number: 4, Title: "Replica", HeadSHA: "abc123", State: models.PROpen}))
+		_, err := models.UpsertPullRequest(ctx, db, &models.PullRequest{Repository: "live", Number: 4, Title: "Replica", HeadSHA: "abc123", State: models.PROpen})
+		require.NoError(t, err)
 		queued, err := models.InsertPRPlans(ctx, db, []*models.PRPlan{{Repository: "live", PRNumber: 4, HeadSHA: "abc123", Path: "live/prod/rds", Status: models.PlanQueued}})
 		require.NoError(t, err)
 		p := queued[0]
@@ -544,7 +545,7 @@ func TestInfraOutputIsFollowedLive(t *testing.T) {
 		_, page, _ := br.get(t, planPath)
 		require.Contains(t, page, `data-tail-src="`+planPath+`/output" data-tail-offset="0"`)
 		require.Contains(t, page, "Queued: the plan starts as soon as a worker is free")
-		ok, err := models.StartPRPlan(ctx, db, p.ID)
+		ok, err := models.StartPRPlan(ctx, db, p.ID, p.Generation)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, models.AppendPRPlanOutput(ctx, db, p.ID, "Refreshing state…\n"))

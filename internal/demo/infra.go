@@ -173,10 +173,11 @@ func (d *infraDemo) flushLog() error {
 
 // pullRequest records a pull request as the webhook would have.
 func (d *infraDemo) pullRequest(number int, title, author, branch, head, state, merge string) error {
-	return models.UpsertPullRequest(d.ctx, d.db, &models.PullRequest{
+	_, err := models.UpsertPullRequest(d.ctx, d.db, &models.PullRequest{
 		Repository: demoRepo, Number: number, Title: title, Author: author, BaseRef: "main", HeadRef: branch, HeadSHA: head,
 		HTMLURL: fmt.Sprintf("https://github.com/acme/infra-live/pull/%d", number), State: state, MergeCommitSHA: merge,
 	})
+	return err
 }
 
 // run records a merged pull request's run, queued and started at start

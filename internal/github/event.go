@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 )
 
 // The event types Gantry reads (the X-GitHub-Event header).
@@ -100,7 +101,10 @@ type PullRequest struct {
 	MergeCommitSHA string
 	// Before and After are the old and new head of a synchronize event.
 	Before, After string
-	Repository    Repository
+	// UpdatedAt is when GitHub last changed the pull request (seconds):
+	// deliveries handled out of order are told apart by it.
+	UpdatedAt  time.Time
+	Repository Repository
 }
 
 // EventType returns "pull_request".
@@ -247,6 +251,7 @@ func parsePullRequest(body []byte) (PullRequest, error) {
 			Title          string     `json:"title"`
 			User           userJSON   `json:"user"`
 			Draft          bool       `json:"draft"`
+			UpdatedAt      *time.Time `json:"updated_at"`
 			Merged         bool       `json:"merged"`
 			MergedBy       *userJSON  `json:"merged_by"`
 			MergeCommitSHA *string    `json:"merge_commit_sha"`
@@ -299,6 +304,9 @@ func parsePullRequest(body []byte) (PullRequest, error) {
 		Before:     e.Before,
 		After:      e.After,
 		Repository: e.Repository.repository(),
+	}
+	if pr.UpdatedAt != nil {
+		p.UpdatedAt = pr.UpdatedAt.UTC()
 	}
 	if pr.MergedBy != nil {
 		p.MergedBy = pr.MergedBy.Login

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -73,8 +74,11 @@ func TestParseEvent_replayedDeliveries(t *testing.T) {
 		DefaultBranch: "main",
 		Private:       true,
 	}
-	pr := func(action, head string) github.PullRequest {
+	pr := func(action, head, updated string) github.PullRequest {
+		at, err := time.Parse(time.RFC3339, updated)
+		require.NoError(t, err)
 		return github.PullRequest{
+			UpdatedAt:  at,
 			Action:     action,
 			Number:     42,
 			Title:      "Add staging RDS and move the VPC module",
@@ -86,13 +90,13 @@ func TestParseEvent_replayedDeliveries(t *testing.T) {
 			Repository: repo,
 		}
 	}
-	synchronize := pr("synchronize", secondHead)
+	synchronize := pr("synchronize", secondHead, "2025-03-17T09:05:12Z")
 	synchronize.Before, synchronize.After = firstHead, secondHead
 	synchronize.MergeCommitSHA = testMerge
-	merged := pr("closed", secondHead)
+	merged := pr("closed", secondHead, "2025-03-17T10:30:02Z")
 	merged.Sender = "grace-hopper"
 	merged.Merged, merged.MergedBy, merged.MergeCommitSHA = true, "grace-hopper", mergeSHA
-	unmerged := pr("closed", secondHead)
+	unmerged := pr("closed", secondHead, "2025-03-17T11:02:45Z")
 	unmerged.MergeCommitSHA = testMerge
 
 	for _, tc := range []struct {
@@ -100,7 +104,7 @@ func TestParseEvent_replayedDeliveries(t *testing.T) {
 		want            github.Event
 		activity, merge bool
 	}{
-		{"pull_request_opened.json", "pull_request", pr("opened", firstHead), true, false},
+		{"pull_request_opened.json", "pull_request", pr("opened", firstHead, "2025-03-17T08:41:30Z"), true, false},
 		{"pull_request_synchronize.json", "pull_request", synchronize, true, false},
 		{"pull_request_closed_merged.json", "pull_request", merged, false, true},
 		{"pull_request_closed_unmerged.json", "pull_request", unmerged, false, false},

@@ -28,10 +28,14 @@ func (s *Service) GiveUp(ctx context.Context, what jobs.GiveUp, why error) error
 		}
 		p.Status, p.Error = models.PlanFailed, reason
 		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-			if err := models.ForceFinishPRPlan(ctx, tx, p); err != nil || !repo.PlanStatuses {
+			finished, err := models.ForceFinishPRPlan(ctx, tx, p, what.Generation)
+			if err != nil || !finished {
+				return err // canceled by a newer push, or queued again since
+			}
+			if err := s.logPlan(ctx, tx, p, EventPlanFailed, map[string]any{"error": reason}); err != nil {
 				return err
 			}
-			return s.queueStatus(ctx, tx, repo, p.HeadSHA, s.planStatus(p, "error", "Gantry could not plan: "+why.Error()))
+			return s.queuePlanStatus(ctx, tx, repo, p)
 		})
 	case what.ExecutionID != 0:
 		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {

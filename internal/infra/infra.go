@@ -40,6 +40,7 @@ const (
 	EventPlanFailed            = "pull-request-plan-failed"
 	EventRunQueued             = "run-queued"
 	EventRunStarted            = "run-started"
+	EventRunScanned            = "run-scanned"
 	EventRunSucceeded          = "run-finished-successfully"
 	EventRunFailed             = "run-failed"
 	EventMergeLockTaken        = "merge-lock-taken"

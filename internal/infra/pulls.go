@@ -37,6 +37,12 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 		return scanErr
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		// The scan took a while: a push, a close or a merge may have come
+		// meanwhile, and its delivery cancelled only the plans there were.
+		pr, err := models.LockPullRequest(ctx, tx, repoName, number)
+		if err != nil || pr.State != models.PROpen || pr.HeadSHA != headSHA {
+			return err
+		}
 		if scanErr != nil {
 			// A malformed terragrunt.hcl: the author sees why on the
 			// pull request, and a push fixing it plans again.
@@ -46,9 +52,9 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			if !repo.PlanStatuses {
 				return nil
 			}
-			return s.queueStatus(ctx, tx, repo, headSHA, github.Status{
-				State: github.StateError, Context: "gantry/plan", Description: scanErr.Error(),
-				TargetURL: s.BaseURL + fmt.Sprintf("/infra/%s/pulls/%d", repo.Name, number),
+			return s.queueStatus(ctx, tx, repo, jobs.PostStatusArgs{
+				SHA: headSHA, Of: jobs.StatusAsGiven, State: string(github.StateError), Context: "gantry/plan",
+				Description: scanErr.Error(), TargetURL: s.BaseURL + fmt.Sprintf("/infra/%s/pulls/%d", repo.Name, number),
 			})
 		}
 		if err := models.SetPlanError(ctx, tx, repoName, number, headSHA, ""); err != nil {
@@ -63,17 +69,15 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			return err
 		}
 		for _, p := range inserted {
-			jobID, err := tx.EnqueueJob(ctx, jobs.RunPRPlanArgs{PlanID: p.ID}, nil)
+			jobID, err := tx.EnqueueJob(ctx, jobs.RunPRPlanArgs{PlanID: p.ID, Generation: p.Generation}, nil)
 			if err != nil {
 				return err
 			}
 			if err := models.SetPRPlanJob(ctx, tx, p.ID, jobID); err != nil {
 				return err
 			}
-			if repo.PlanStatuses {
-				if err := s.queueStatus(ctx, tx, repo, headSHA, s.planStatus(p, github.StatePending, "plan queued")); err != nil {
-					return err
-				}
+			if err := s.queuePlanStatus(ctx, tx, repo, p); err != nil {
+				return err
 			}
 		}
 		return models.AppendLog(ctx, tx, &models.LogEntry{
@@ -81,13 +85,6 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			Event: EventPullRequestPlanned, Actor: "gantry", Detail: map[string]any{"pull_request": number, "units": units},
 		})
 	})
-}
-
-func (s *Service) planStatus(p *models.PRPlan, state github.State, description string) github.Status {
-	return github.Status{
-		State: state, Context: github.PlanContext(p.Path), Description: description,
-		TargetURL: s.BaseURL + fmt.Sprintf("/infra/plans/%d", p.ID),
-	}
 }
 
 // changedUnits scans the head and returns the units whose files changed
@@ -131,7 +128,7 @@ func isConfigError(err error) bool {
 
 // RunPRPlan plans one unit of a pull request at its head, streaming the
 // output into the plan's row, and posts the outcome as a commit status.
-func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
+func (s *Service) RunPRPlan(ctx context.Context, planID int64, generation int) error {
 	db := s.Queue.DB()
 	p, err := models.PRPlanByID(ctx, db, planID)
 	if err != nil {
@@ -143,7 +140,7 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 	}
 	started := false
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		if started, err = models.StartPRPlan(ctx, tx, planID); err != nil || !started {
+		if started, err = models.StartPRPlan(ctx, tx, planID, generation); err != nil || !started {
 			return err
 		}
 		return s.logPlan(ctx, tx, p, EventPlanStarted, nil)
@@ -179,14 +176,9 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 	exit := res.ExitCode
 	p.ExitCode, p.HasChanges = &exit, &changes
 	p.Status, p.Error = models.PlanSucceeded, ""
-	state, description := github.StateSuccess, "no changes"
-	if changes {
-		description = "changes to apply"
-	}
 	if !ok {
 		p.Status, p.Error = models.PlanFailed, failure("plan", res, runErr)
 		p.HasChanges = nil
-		state, description = github.StateFailure, p.Error
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		finished, err := models.FinishPRPlan(ctx, tx, p)
@@ -197,10 +189,10 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64) error {
 		if !ok {
 			event, detail = EventPlanFailed, map[string]any{"error": p.Error}
 		}
-		if err := s.logPlan(ctx, tx, p, event, detail); err != nil || !repo.PlanStatuses {
+		if err := s.logPlan(ctx, tx, p, event, detail); err != nil {
 			return err
 		}
-		return s.queueStatus(ctx, tx, repo, p.HeadSHA, s.planStatus(p, state, description))
+		return s.queuePlanStatus(ctx, tx, repo, p)
 	})
 }
 

@@ -18,9 +18,12 @@ import (
 )
 
 // StartRun takes the repository's merge lock for a queued run, scans the
-// merge and creates the run's executions. When another run holds the lock
-// the run stays queued; the holder starts it when it releases the lock.
-func (s *Service) StartRun(ctx context.Context, runID int64) error {
+// merge and creates the run's executions. Runs take the lock in the order
+// their merges arrived: while another run holds it, or an older run waits
+// for it, the run stays queued, and each release starts the oldest. jobID
+// is the job doing it: the run records it, so that only that job (retried
+// after a crash) scans, never a second job for the same run.
+func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 	var run *models.Run
 	var repo *models.Repository
 	took := false
@@ -30,17 +33,25 @@ func (s *Service) StartRun(ctx context.Context, runID int64) error {
 			return err
 		}
 		if run.Status != models.RunQueued {
-			took = run.Status == models.RunScanning // a retry after a crash mid-scan
+			took = run.Status == models.RunScanning && run.ScanJobID != nil && *run.ScanJobID == jobID
 			return nil
 		}
 		if err := models.LockRepository(ctx, tx, run.Repository); err != nil {
 			return err
 		}
+		oldest, err := models.OldestQueuedRun(ctx, tx, run.Repository)
+		if err != nil {
+			return err
+		}
+		if oldest.ID != run.ID {
+			// An older merge goes first; make sure it is on its way.
+			return tx.Enqueue(ctx, jobs.StartRunArgs{RunID: oldest.ID}, nil)
+		}
 		if took, err = models.TakeMergeLock(ctx, tx, run); err != nil || !took {
 			return err
 		}
-		run.Status, run.StartedAt = models.RunScanning, ptr(s.now())
-		if err := models.UpdateRun(ctx, tx, run, "status", "started_at"); err != nil {
+		run.Status, run.StartedAt, run.ScanJobID = models.RunScanning, ptr(s.now()), &jobID
+		if err := models.UpdateRun(ctx, tx, run, "status", "started_at", "scan_job_id"); err != nil {
 			return err
 		}
 		if err := s.log(ctx, tx, run, RunTarget(run.ID), EventMergeLockTaken, "gantry", map[string]any{"pull_request": run.PRNumber}); err != nil {
@@ -94,6 +105,14 @@ func (s *Service) StartRun(ctx context.Context, runID int64) error {
 		}
 		run.Status = models.RunRunning
 		if err := models.UpdateRun(ctx, tx, run, "status", "base_commit", "deleted_units"); err != nil {
+			return err
+		}
+		collected := make([]string, len(xs))
+		for i, x := range xs {
+			collected[i] = x.CfgPath
+		}
+		if err := s.log(ctx, tx, run, RunTarget(run.ID), EventRunScanned, "gantry",
+			map[string]any{"base_commit": run.BaseCommit, "units": collected, "deleted_units": run.DeletedUnits}); err != nil {
 			return err
 		}
 		return s.advance(ctx, tx, run, "gantry")

@@ -9,18 +9,52 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// Commit statuses are queued in the transaction that decides them and
+// Commit statuses are queued in the transaction that calls for them and
 // posted by their own job, so GitHub being down retries a status, never
-// the plan or the run behind it.
+// the plan or the run behind it. A plan's status and the merge-lock status
+// are worked out when the job sends them (statusToSend), so a job retried
+// late posts what is true then, never an older state over a newer one.
 
-func (s *Service) queueStatus(ctx context.Context, tx jobs.Tx, repo *models.Repository, sha string, st github.Status) error {
+func (s *Service) queueStatus(ctx context.Context, tx jobs.Tx, repo *models.Repository, a jobs.PostStatusArgs) error {
 	if repo.StatusTokenEnv == "" {
 		return nil // statuses not configured
 	}
-	return tx.Enqueue(ctx, jobs.PostStatusArgs{
-		Repository: repo.Name, SHA: sha, State: string(st.State), Context: st.Context,
-		Description: st.Description, TargetURL: st.TargetURL,
-	}, nil)
+	a.Repository = repo.Name
+	return tx.Enqueue(ctx, a, nil)
+}
+
+// queuePlanStatus queues the status of a pull request's plan of one unit.
+func (s *Service) queuePlanStatus(ctx context.Context, tx jobs.Tx, repo *models.Repository, p *models.PRPlan) error {
+	if !repo.PlanStatuses {
+		return nil
+	}
+	return s.queueStatus(ctx, tx, repo, jobs.PostStatusArgs{SHA: p.HeadSHA, Of: jobs.StatusOfPlan, PlanID: p.ID})
+}
+
+// queueMergeLockStatus queues the merge-lock status of a pull request's head.
+func (s *Service) queueMergeLockStatus(ctx context.Context, tx jobs.Tx, repo *models.Repository, pr *models.PullRequest) error {
+	if !repo.MergeLockStatuses {
+		return nil
+	}
+	return s.queueStatus(ctx, tx, repo, jobs.PostStatusArgs{SHA: pr.HeadSHA, Of: jobs.StatusOfMergeLock, PRNumber: pr.Number})
+}
+
+// planStatus is what the status of a plan says.
+func (s *Service) planStatus(p *models.PRPlan) github.Status {
+	st := github.Status{Context: github.PlanContext(p.Path), TargetURL: s.BaseURL + fmt.Sprintf("/infra/plans/%d", p.ID)}
+	switch {
+	case p.Status == models.PlanQueued:
+		st.State, st.Description = github.StatePending, "plan queued"
+	case p.Status == models.PlanRunning:
+		st.State, st.Description = github.StatePending, "planning"
+	case p.Status == models.PlanSucceeded && p.HasChanges != nil && *p.HasChanges:
+		st.State, st.Description = github.StateSuccess, "changes to apply"
+	case p.Status == models.PlanSucceeded:
+		st.State, st.Description = github.StateSuccess, "no changes"
+	default:
+		st.State, st.Description = github.StateFailure, p.Error
+	}
+	return st
 }
 
 // mergeLockStatus is what the merge-lock status of a pull request says.
@@ -34,17 +68,6 @@ func (s *Service) mergeLockStatus(lock *models.MergeLock, number int) github.Sta
 	}
 	return github.Status{State: github.StateSuccess, Context: github.ContextMergeLock,
 		Description: "unlocked: no deployment in progress", TargetURL: s.BaseURL + "/infra"}
-}
-
-func (s *Service) postMergeLockStatus(ctx context.Context, tx jobs.Tx, repo *models.Repository, pr *models.PullRequest) error {
-	if !repo.MergeLockStatuses {
-		return nil
-	}
-	lock, err := models.MergeLockOf(ctx, tx, repo.Name)
-	if err != nil {
-		return err
-	}
-	return s.queueStatus(ctx, tx, repo, pr.HeadSHA, s.mergeLockStatus(lock, pr.Number))
 }
 
 // RefreshMergeLock posts a fresh merge-lock status on the head of every
@@ -65,12 +88,33 @@ func (s *Service) RefreshMergeLock(ctx context.Context, repoName string) error {
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		for i := range prs {
-			if err := s.postMergeLockStatus(ctx, tx, repo, &prs[i]); err != nil {
+			if err := s.queueMergeLockStatus(ctx, tx, repo, &prs[i]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// statusToSend works out the status a job posts now; false when there is
+// nothing to post (a plan canceled by a newer push).
+func (s *Service) statusToSend(ctx context.Context, a jobs.PostStatusArgs) (github.Status, bool, error) {
+	db := s.Queue.DB()
+	switch a.Of {
+	case jobs.StatusOfPlan:
+		p, err := models.PRPlanByID(ctx, db, a.PlanID)
+		if err != nil || p.Status == models.PlanCanceled {
+			return github.Status{}, false, err
+		}
+		return s.planStatus(p), true, nil
+	case jobs.StatusOfMergeLock:
+		lock, err := models.MergeLockOf(ctx, db, a.Repository)
+		if err != nil {
+			return github.Status{}, false, err
+		}
+		return s.mergeLockStatus(lock, a.PRNumber), true, nil
+	}
+	return github.Status{State: github.State(a.State), Context: a.Context, Description: a.Description, TargetURL: a.TargetURL}, true, nil
 }
 
 // PostStatus sends one queued commit status to GitHub.
@@ -82,8 +126,12 @@ func (s *Service) PostStatus(ctx context.Context, a jobs.PostStatusArgs) error {
 	token := s.Getenv(repo.StatusTokenEnv)
 	if token == "" || repo.GitHubFullName == "" {
 		s.Logger.WarnContext(ctx, "commit status not posted: no token or GitHub repository yet",
-			"repository", repo.Name, "token_env", repo.StatusTokenEnv, "context", a.Context)
+			"repository", repo.Name, "token_env", repo.StatusTokenEnv, "of", a.Of)
 		return nil
+	}
+	st, send, err := s.statusToSend(ctx, a)
+	if err != nil || !send {
+		return err
 	}
 	owner, name, err := github.OwnerRepo(repo.GitHubFullName)
 	if err != nil {
@@ -93,7 +141,5 @@ func (s *Service) PostStatus(ctx context.Context, a jobs.PostStatusArgs) error {
 	if err != nil {
 		return err
 	}
-	return client.SetStatus(ctx, owner, name, a.SHA, github.Status{
-		State: github.State(a.State), Context: a.Context, Description: a.Description, TargetURL: a.TargetURL,
-	})
+	return client.SetStatus(ctx, owner, name, a.SHA, st)
 }

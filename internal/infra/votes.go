@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -61,7 +62,10 @@ func (s *Service) Vote(ctx context.Context, in VoteInput) (approval.Result, erro
 		if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil {
 			return err
 		}
-		if x.ApprovalID == nil {
+		switch {
+		case x.Ended():
+			return apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
+		case x.ApprovalID == nil:
 			return apperr.New(apperr.Conflict, "Execution %s is %s; it takes votes once its plan is ready.", x.ExecutionID, describe(x))
 		}
 		a, err := models.LockApproval(ctx, tx, *x.ApprovalID)
@@ -122,6 +126,14 @@ func (s *Service) Vote(ctx context.Context, in VoteInput) (approval.Result, erro
 func (s *Service) VoteWithLink(ctx context.Context, token, decision, comment string) (approval.Claims, approval.Result, error) {
 	c, err := s.VerifyLink(token)
 	if err != nil {
+		return c, approval.Result{}, err
+	}
+	// A voter whose Gantry account was disabled (someone who left) cannot
+	// go on voting through links mailed before.
+	switch u, err := models.UserByEmail(ctx, s.Queue.DB(), c.Voter); {
+	case err == nil && u.Disabled():
+		return c, approval.Result{}, apperr.New(apperr.Forbidden, "The Gantry account of %s is disabled, so its voting links no longer work.", c.Voter)
+	case err != nil && !errors.Is(err, models.ErrNotFound):
 		return c, approval.Result{}, err
 	}
 	res, err := s.Vote(ctx, VoteInput{ExecutionID: strings.TrimPrefix(c.Subject, "execution:"), Voter: c.Voter, Decision: decision, Comment: comment, Via: ViaLink})

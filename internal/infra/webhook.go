@@ -63,14 +63,24 @@ func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error
 	// The signature is checked against every repository's secret before
 	// anything of the body is believed, the repository it names included.
 	var signedFor []models.Repository
+	var unset []string
 	for _, r := range repos {
 		secret := s.Getenv(r.WebhookSecretEnv)
-		if secret != "" && github.VerifySignature([]byte(secret), d.Body, d.Signature) == nil {
+		if secret == "" {
+			unset = append(unset, r.WebhookSecretEnv)
+			continue
+		}
+		if github.VerifySignature([]byte(secret), d.Body, d.Signature) == nil {
 			signedFor = append(signedFor, r)
 		}
 	}
 	if len(signedFor) == 0 {
-		return WebhookResult{}, apperr.New(apperr.Unauthorized, "The %s header does not match the body signed with any configured repository's webhook secret.", github.HeaderSignature)
+		msg := fmt.Sprintf("The %s header does not match the body signed with any configured repository's webhook secret.", github.HeaderSignature)
+		if len(unset) > 0 {
+			// The operator's mistake, not the sender's: say which.
+			msg += fmt.Sprintf(" These variables holding webhook secrets are not set on this Gantry: %s.", strings.Join(unset, ", "))
+		}
+		return WebhookResult{}, apperr.New(apperr.Unauthorized, "%s", msg)
 	}
 	ev, err := github.ParseEvent(d.Event, d.Body)
 	if err != nil {
@@ -190,11 +200,18 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 	pr := &models.PullRequest{
 		Repository: repo.Name, Number: e.Number, Title: e.Title, Author: e.User, HTMLURL: e.HTMLURL,
 		BaseRef: e.Base.Ref, HeadRef: e.Head.Ref, HeadSHA: e.Head.SHA, State: models.PROpen,
+		EventAt: e.UpdatedAt, DeliveryAt: d.ReceivedAt,
 	}
+	if pr.EventAt.IsZero() {
+		pr.EventAt = d.ReceivedAt
+	}
+	// Deliveries are handled by concurrent, retried jobs, so they may come
+	// out of order: one older than what was applied already (a push after
+	// the merge, say) changes nothing, and plans nothing.
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		switch {
 		case e.IsActivity():
-			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
+			if applied, err := models.UpsertPullRequest(ctx, tx, pr); err != nil || !applied {
 				return err
 			}
 			// A newer push makes the older plans moot.
@@ -204,13 +221,15 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 			if err := tx.Enqueue(ctx, jobs.PlanPullRequestArgs{Repository: repo.Name, Number: e.Number, HeadSHA: e.Head.SHA}, nil); err != nil {
 				return err
 			}
-			return s.postMergeLockStatus(ctx, tx, repo, pr)
+			return s.queueMergeLockStatus(ctx, tx, repo, pr)
 		case e.IsMerge():
 			if e.MergeCommitSHA == "" {
 				return fmt.Errorf("delivery %s: merged pull request #%d has no merge commit", deliveryID, e.Number)
 			}
 			pr.State, pr.MergeCommitSHA = models.PRMerged, e.MergeCommitSHA
-			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
+			// A merge happened whatever came after it: its run is made
+			// even when a later delivery was applied already.
+			if _, err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
 				return err
 			}
 			if err := s.cancelPlans(ctx, tx, repo.Name, e.Number, ""); err != nil {
@@ -235,7 +254,7 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 			return tx.Enqueue(ctx, jobs.StartRunArgs{RunID: run.ID}, nil)
 		default: // closed without merging
 			pr.State = models.PRClosed
-			if err := models.UpsertPullRequest(ctx, tx, pr); err != nil {
+			if applied, err := models.UpsertPullRequest(ctx, tx, pr); err != nil || !applied {
 				return err
 			}
 			return s.cancelPlans(ctx, tx, repo.Name, e.Number, "")

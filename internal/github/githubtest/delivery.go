@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/github"
 )
@@ -49,6 +50,7 @@ func (p PullRequest) Payload() []byte {
 	if p.Action == "closed" {
 		pr["state"] = "closed"
 	}
+	pr["updated_at"] = time.Now().UTC().Format(time.RFC3339)
 	pr["merged"] = p.Merged
 	if p.Merged {
 		pr["merge_commit_sha"] = p.MergeCommitSHA
