@@ -25,6 +25,8 @@ type Infra interface {
 	// plan, execution or run fails with why, and a run releases its merge
 	// lock, instead of waiting forever for a job that will not come back.
 	GiveUp(ctx context.Context, what GiveUp, why error) error
+	// Reconcile ends the work no job will move on any more (a sweep).
+	Reconcile(ctx context.Context) error
 	// JobTimeout bounds a job that runs commands: the command's own time
 	// limit plus the checkouts around it, so that a job ends with its
 	// command's outcome rather than River's timeout.
@@ -272,4 +274,25 @@ type RefreshMergeLockWorker struct {
 
 func (w *RefreshMergeLockWorker) Work(ctx context.Context, job *river.Job[RefreshMergeLockArgs]) error {
 	return w.Infra.RefreshMergeLock(ctx, job.Args.Repository)
+}
+
+// ReconcileInfraArgs is the sweep that ends infrastructure work whose job
+// is gone (Infra.Reconcile); River's leader enqueues it every minute.
+type ReconcileInfraArgs struct{}
+
+func (ReconcileInfraArgs) Kind() string { return "reconcile_infra" }
+
+// InsertOpts: one sweep per period, however many leaders came and went.
+func (ReconcileInfraArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+}
+
+// ReconcileInfraWorker is idempotent: what it ends is not found again.
+type ReconcileInfraWorker struct {
+	river.WorkerDefaults[ReconcileInfraArgs]
+	Infra Infra
+}
+
+func (w *ReconcileInfraWorker) Work(ctx context.Context, _ *river.Job[ReconcileInfraArgs]) error {
+	return w.Infra.Reconcile(ctx)
 }

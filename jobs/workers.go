@@ -24,6 +24,7 @@ func NewWorkers(deps Deps) *river.Workers {
 	river.AddWorker(w, &ApplyExecutionWorker{Infra: deps.Infra})
 	river.AddWorker(w, &PostStatusWorker{Infra: deps.Infra})
 	river.AddWorker(w, &RefreshMergeLockWorker{Infra: deps.Infra})
+	river.AddWorker(w, &ReconcileInfraWorker{Infra: deps.Infra})
 	return w
 }
 
@@ -36,5 +37,8 @@ func PeriodicJobs() []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return PruneAllocationsArgs{}, nil },
 			&river.PeriodicJobOpts{ID: "prune_allocations", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileInfraArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "reconcile_infra", RunOnStart: true}),
 	}
 }

@@ -370,3 +370,31 @@ func PRPlanOutput(ctx context.Context, db bun.IDB, id int64, offset int) (out Ou
 		Where("id = ?", id).Scan(ctx, &out)
 	return out, notFound(err)
 }
+
+// StrandedPlan is a pull request plan no job will run.
+type StrandedPlan struct {
+	ID         int64 `bun:"id"`
+	Generation int   `bun:"generation"`
+}
+
+// StrandedPlans are the queued or running plans, created before, with no
+// live job of kind for their generation (carrying plan_id and generation).
+func StrandedPlans(ctx context.Context, db bun.IDB, kind string, before time.Time) ([]StrandedPlan, error) {
+	var out []StrandedPlan
+	err := db.NewSelect().Model((*PRPlan)(nil)).Column("pp.id", "pp.generation").
+		Where("pp.status IN (?)", bun.In([]string{PlanQueued, PlanRunning})).Where("pp.created_at < ?", before).
+		Where("NOT EXISTS (SELECT 1 FROM river_job AS j WHERE j.kind = ? AND j.state::text IN (?) AND (j.args->>'plan_id')::bigint = pp.id AND (j.args->>'generation')::int = pp.generation)",
+			kind, bun.In(liveJobStates)).
+		Scan(ctx, &out)
+	return out, err
+}
+
+// LiveJobsOf lists the ids of the live jobs of kinds whose args carry key
+// = value (the jobs working on one execution, say).
+func LiveJobsOf(ctx context.Context, db bun.IDB, kinds []string, key string, value int64) ([]int64, error) {
+	var ids []int64
+	err := db.NewSelect().TableExpr("river_job AS j").Column("j.id").
+		Where("j.kind IN (?)", bun.In(kinds)).Where("j.state::text IN (?)", bun.In(liveJobStates)).
+		Where("(j.args->>?)::bigint = ?", key, value).Scan(ctx, &ids)
+	return ids, err
+}

@@ -394,3 +394,46 @@ func InsertVoteAt(ctx context.Context, db bun.IDB, v *Vote) error {
 	_, err := db.NewInsert().Model(v).Returning("id, created_at").Exec(ctx)
 	return err
 }
+
+// liveJobStates are the states of a River job that will still run.
+var liveJobStates = []string{"available", "pending", "running", "retryable", "scheduled"}
+
+// StrandedExecutions are the running executions, planning or applying
+// since before, that no live job of the given kinds (carrying
+// execution_id) will ever move on: their job was cancelled, or discarded
+// after its worker died in its last attempt.
+func StrandedExecutions(ctx context.Context, db bun.IDB, kinds []string, before time.Time) ([]int64, error) {
+	var ids []int64
+	err := db.NewSelect().Model((*Execution)(nil)).Column("x.id").
+		Where("x.status = ?", ExecRunning).Where("x.step IN (?)", bun.In([]string{StepPlanning, StepApplying})).
+		Where("x.started_at < ?", before).
+		Where("NOT EXISTS (SELECT 1 FROM river_job AS j WHERE j.kind IN (?) AND j.state::text IN (?) AND (j.args->>'execution_id')::bigint = x.id)",
+			bun.In(kinds), bun.In(liveJobStates)).
+		Scan(ctx, &ids)
+	return ids, err
+}
+
+// StrandedRuns are the runs scanning since before with no live job of
+// kind (carrying run_id).
+func StrandedRuns(ctx context.Context, db bun.IDB, kind string, before time.Time) ([]int64, error) {
+	var ids []int64
+	err := db.NewSelect().Model((*Run)(nil)).Column("run.id").
+		Where("run.status = ?", RunScanning).Where("run.started_at < ?", before).
+		Where("NOT EXISTS (SELECT 1 FROM river_job AS j WHERE j.kind = ? AND j.state::text IN (?) AND (j.args->>'run_id')::bigint = run.id)",
+			kind, bun.In(liveJobStates)).
+		Scan(ctx, &ids)
+	return ids, err
+}
+
+// WaitingRuns are, per repository whose merge lock is free, the oldest
+// queued run, queued before, when no live job of kind will start it.
+func WaitingRuns(ctx context.Context, db bun.IDB, kind string, before time.Time) ([]int64, error) {
+	var ids []int64
+	err := db.NewSelect().Model((*Run)(nil)).ColumnExpr("min(run.id)").
+		Where("run.status = ?", RunQueued).Where("run.created_at < ?", before).
+		Where("NOT EXISTS (SELECT 1 FROM merge_locks AS ml WHERE ml.repository = run.repository)").
+		Where("NOT EXISTS (SELECT 1 FROM river_job AS j WHERE j.kind = ? AND j.state::text IN (?) AND (j.args->>'run_id')::bigint = run.id)",
+			kind, bun.In(liveJobStates)).
+		Group("run.repository").Scan(ctx, &ids)
+	return ids, err
+}

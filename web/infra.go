@@ -148,6 +148,33 @@ func (s *Server) apiGetRun(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"run": run, "executions": nonNilSlice(xs), "holds_merge_lock": holds})
 }
 
+// abortRequest says why a run is aborted.
+type abortRequest struct {
+	Reason string `json:"reason"`
+}
+
+// apiAbortRun aborts a run that is not over (operators).
+func (s *Server) apiAbortRun(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return apperr.New(apperr.NotFound, "No run %s.", c.Param("id"))
+	}
+	var in abortRequest
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &in); err != nil {
+			return err
+		}
+	}
+	if err := s.Infra.AbortRun(c.Request().Context(), id, principalOf(c).Actor(), in.Reason); err != nil {
+		return err
+	}
+	run, err := models.RunByID(c.Request().Context(), s.DB.Bun, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"run": run})
+}
+
 // executionJSON is an execution as the seed's record has it, with the votes
 // split into approval and rejection voters, and its outputs.
 type executionJSON struct {

@@ -324,6 +324,9 @@ func (s *Server) runPage(c echo.Context) error {
 		LogURL: "/log?" + url.Values{"deployment": {infra.DeploymentID(run)}}.Encode(),
 	}
 	v.Fields = runFields(run)
+	if principalOf(c).User.Role.Includes(models.RoleOperator) && (run.Status == models.RunQueued || run.Status == models.RunRunning) {
+		v.AbortURL = runURL(run.ID) + "/abort"
+	}
 	if len(xs) > 0 {
 		v.Graph = runGraph(xs)
 		for i := range xs {
@@ -331,6 +334,23 @@ func (s *Server) runPage(c echo.Context) error {
 		}
 	}
 	return s.render(c, http.StatusOK, infraview.Run(v))
+}
+
+// abortRunForm is an operator aborting a run from its page.
+func (s *Server) abortRunForm(c echo.Context) error {
+	run, err := s.runParam(c)
+	if err != nil {
+		return err
+	}
+	err = s.Infra.AbortRun(c.Request().Context(), run.ID, principalOf(c).Actor(), c.FormValue("reason"))
+	if err != nil {
+		var ae *apperr.Error
+		if errors.As(err, &ae) && ae.Code != apperr.Internal {
+			return s.redirectWithFlash(c, runURL(run.ID), false, ae.Error())
+		}
+		return err
+	}
+	return s.redirectWithFlash(c, runURL(run.ID), true, fmt.Sprintf("Aborted run %d: the merge lock is released.", run.ID))
 }
 
 // runLock says what the repository's merge lock means for this run.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -197,4 +198,50 @@ func TestInfraAPI(t *testing.T) {
 	require.Equal(t, http.StatusConflict, res.StatusCode, "decided")
 	res, _ = b.call(t, http.MethodGet, "/api/v1/infra/runs", "", "")
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+}
+
+// TestAbortRun: operators abort a run from its page or through the API;
+// others may not.
+func TestAbortRun(t *testing.T) {
+	t.Parallel()
+	b := setupInfra(t)
+	b.user(t, "olivia@example.com", models.RoleOperator)
+	b.user(t, "vera@example.com", models.RoleViewer)
+	ops := b.token(t, b.user(t, "bot@example.com", models.RoleOperator), auth.ScopeRead, auth.ScopeWrite)
+
+	merge := func(number int, unit, value string) *models.Run {
+		p := b.repo.OpenPR(number, map[string]string{unit + "/main.tf": b.repo.Resource(unit, "x", `"`+value+`"`)})
+		sha := b.repo.Merge(p.Branch)
+		b.Deliver(t, "pull_request", b.repo.Event(p, "closed", sha))
+		run := b.WaitRunOf(t, "live", sha)
+		b.WaitExecution(t, run.ID, unit, models.ExecRunning, models.StepVoting)
+		return run
+	}
+	run := merge(31, infratest.DNS, "dns-v9")
+	path := fmt.Sprintf("/infra/runs/%d", run.ID)
+
+	viewer := b.browser(t)
+	viewer.login(t, "vera@example.com")
+	_, page, csrf := viewer.get(t, path)
+	require.NotContains(t, page, `data-testid="abort-form"`, "viewers see no abort button")
+	res, _ := viewer.post(t, path+"/abort", url.Values{"_csrf": {csrf}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	op := b.browser(t)
+	op.login(t, "olivia@example.com")
+	_, page, csrf = op.get(t, path)
+	require.Contains(t, page, `data-testid="abort-form"`)
+	res, _ = op.post(t, path+"/abort", url.Values{"_csrf": {csrf}, "reason": {"nobody will vote"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	_, page, _ = op.get(t, path)
+	require.Contains(t, page, "Aborted run")
+	require.Contains(t, page, "aborted by user:olivia@example.com: nobody will vote")
+	require.NotContains(t, page, `data-testid="abort-form"`, "a run that is over cannot be aborted")
+
+	run = merge(32, infratest.DNS, "dns-v10")
+	res2, body := b.call(t, http.MethodPost, fmt.Sprintf("/api/v1/infra/runs/%d/abort", run.ID), ops, `{"reason":"superseded"}`)
+	require.Equal(t, http.StatusOK, res2.StatusCode, body)
+	require.Equal(t, "failed", body["run"].(map[string]any)["status"])
+	res2, _ = b.call(t, http.MethodPost, fmt.Sprintf("/api/v1/infra/runs/%d/abort", run.ID), ops, "")
+	require.Equal(t, http.StatusConflict, res2.StatusCode)
 }

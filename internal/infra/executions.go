@@ -217,15 +217,25 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	if err != nil || x == nil {
 		return err
 	}
-	x.ApplyOutput = ""
+	// Under the run's lock, as votes and aborts are: an execution aborted
+	// since it was read is not applied.
+	applying := false
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if _, err := models.LockRun(ctx, tx, x.RunID); err != nil {
+			return err
+		}
+		now, err := models.ExecutionByID(ctx, tx, x.ID)
+		if err != nil || now.Status != models.ExecRunning || now.Step != models.StepApplying {
+			return err
+		}
+		applying, x.ApplyOutput = true, ""
 		if err := models.UpdateExecution(ctx, tx, x, "apply_output"); err != nil {
 			return err
 		}
 		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionApplyStarted, "gantry",
 			map[string]any{"cfg_path": x.CfgPath})
 	})
-	if err != nil {
+	if err != nil || !applying {
 		return err
 	}
 	ws, err := s.workspace("apply-" + x.ExecutionID)

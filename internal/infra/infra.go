@@ -42,6 +42,7 @@ const (
 	EventRunStarted            = "run-started"
 	EventRunScanned            = "run-scanned"
 	EventRunSucceeded          = "run-finished-successfully"
+	EventRunAborted            = "run-aborted"
 	EventRunFailed             = "run-failed"
 	EventMergeLockTaken        = "merge-lock-taken"
 	EventMergeLockReleased     = "merge-lock-released"

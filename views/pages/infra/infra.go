@@ -226,6 +226,9 @@ type RunView struct {
 	Executions []ExecRow
 	Log        []log.Row
 	LogURL     string
+	// AbortURL is where an operator aborts the run; empty when they may
+	// not (not an operator, or the run is over or scanning).
+	AbortURL string
 }
 
 // Output is a command's output, followed live while its step runs.
