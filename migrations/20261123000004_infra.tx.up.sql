@@ -15,6 +15,7 @@ CREATE TABLE repositories (
     destroy_command    text[] NOT NULL DEFAULT '{}',
     plan_statuses      boolean NOT NULL DEFAULT true,
     merge_lock_statuses boolean NOT NULL DEFAULT true,
+    plan_forks         boolean NOT NULL DEFAULT false, -- plan pull requests from forks (their code runs with the plan role)
     -- owner/name on GitHub, learned from the first verified delivery.
     github_full_name   text NOT NULL DEFAULT '',
     removed_at         timestamptz,

@@ -40,6 +40,7 @@ type Repository struct {
 	DestroyCommand    []string   `bun:",array" json:"destroy_command"`
 	PlanStatuses      bool       `json:"plan_statuses"`
 	MergeLockStatuses bool       `json:"merge_lock_statuses"`
+	PlanForks         bool       `json:"plan_forks"`
 	GitHubFullName    string     `bun:"github_full_name" json:"github_full_name,omitempty"`
 	RemovedAt         *time.Time `json:"removed_at,omitempty"`
 	UpdatedAt         time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
@@ -71,7 +72,7 @@ func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
 		Set("webhook_secret_env = EXCLUDED.webhook_secret_env, status_token_env = EXCLUDED.status_token_env").
 		Set("init_command = EXCLUDED.init_command, plan_command = EXCLUDED.plan_command").
 		Set("apply_command = EXCLUDED.apply_command, destroy_command = EXCLUDED.destroy_command").
-		Set("plan_statuses = EXCLUDED.plan_statuses, merge_lock_statuses = EXCLUDED.merge_lock_statuses").
+		Set("plan_statuses = EXCLUDED.plan_statuses, merge_lock_statuses = EXCLUDED.merge_lock_statuses, plan_forks = EXCLUDED.plan_forks").
 		Set("removed_at = NULL, updated_at = now()").
 		Exec(ctx)
 	if err != nil {

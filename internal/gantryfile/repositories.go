@@ -24,6 +24,10 @@ type Repository struct {
 	Runner           string        `yaml:"runner"`           // terragrunt (default), terraform or custom
 	Commands         Commands      `yaml:"commands"`         // runner: custom, or overrides
 	CommitStatuses   *CommitStatus `yaml:"commit_statuses"`
+	// PlanForks plans pull requests from forks too. Off by default: a
+	// plan runs the pull request's code (Terraform external data sources,
+	// Terragrunt run_cmd) with the plan role's credentials.
+	PlanForks bool `yaml:"plan_forks"`
 	Accounts         []Account     `yaml:"accounts"`
 }
 

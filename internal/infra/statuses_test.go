@@ -1,12 +1,14 @@
 package infra_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/internal/github/githubtest"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
@@ -47,5 +49,43 @@ func TestSync_lowerCasesVoters(t *testing.T) {
 	require.NoError(t, err)
 	for _, a := range r.Accounts {
 		require.Equal(t, []string{"ada.lovelace@example.com"}, a.Voters)
+	}
+}
+
+// TestForksAreNotPlanned: a pull request from a fork is not planned (its
+// code would run with the plan role) unless the repository says plan_forks;
+// the pull request says why.
+func TestForksAreNotPlanned(t *testing.T) {
+	t.Parallel()
+	for _, planForks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plan_forks=%v", planForks), func(t *testing.T) {
+			t.Parallel()
+			s := servertest.New(t)
+			repo, _ := infratest.Standard(t)
+			yaml := repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1)
+			if planForks {
+				yaml = strings.Replace(yaml, "scan: graph\n", "scan: graph\n    plan_forks: true\n", 1)
+			}
+			s.Sync(t, yaml)
+			s.StartWorkers(t)
+			p := repo.OpenPR(96, map[string]string{infratest.VPC + "/main.tf": repo.Resource(infratest.VPC, "vpc", `"vpc-v2"`)})
+			body := githubtest.PullRequest{
+				Action: "opened", Number: p.Number, Title: "From a fork", Repo: infratest.GitHubRepo, CloneURL: repo.Remote,
+				Base: infratest.Trunk, BaseSHA: infratest.Git(t, repo.Work, "rev-parse", infratest.Trunk), Head: p.Branch, HeadSHA: p.Head,
+				HeadRepo: "mallory/infra-live",
+			}.Payload()
+			s.Deliver(t, "pull_request", body)
+			s.WaitStatus(t, p.Head, github.ContextMergeLock, "success")
+			if planForks {
+				s.WaitStatus(t, p.Head, github.PlanContext(infratest.VPC), "success")
+				return
+			}
+			pr, err := models.PullRequestByNumber(t.Context(), s.DB.Bun, "live", p.Number)
+			require.NoError(t, err)
+			require.Contains(t, pr.PlanError, "comes from mallory/infra-live")
+			plans, err := models.PlansOfPullRequest(t.Context(), s.DB.Bun, "live", p.Number, p.Head)
+			require.NoError(t, err)
+			require.Empty(t, plans)
+		})
 	}
 }

@@ -65,7 +65,7 @@ func repositoryRow(r gantryfile.Repository) *models.Repository {
 		WebhookSecretEnv: r.WebhookSecretEnv, StatusTokenEnv: r.StatusTokenEnv,
 		InitCommand: nonNil(r.Commands.Init), PlanCommand: nonNil(r.Commands.Plan),
 		ApplyCommand: nonNil(r.Commands.Apply), DestroyCommand: nonNil(r.Commands.Destroy),
-		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"),
+		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"), PlanForks: r.PlanForks,
 	}
 	for _, a := range r.Accounts {
 		row.Accounts = append(row.Accounts, models.Account{

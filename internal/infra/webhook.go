@@ -218,7 +218,18 @@ func (s *Service) HandleDelivery(ctx context.Context, deliveryID string) error {
 			if err := s.cancelPlans(ctx, tx, repo.Name, e.Number, e.Head.SHA); err != nil {
 				return err
 			}
-			if err := tx.Enqueue(ctx, jobs.PlanPullRequestArgs{Repository: repo.Name, Number: e.Number, HeadSHA: e.Head.SHA}, nil); err != nil {
+			if fork := e.Head.RepoFullName != e.Repository.FullName; fork && !repo.PlanForks {
+				// A plan would run the fork's code with the plan role.
+				source := e.Head.RepoFullName
+				if source == "" {
+					source = "a deleted fork"
+				}
+				if err := models.SetPlanError(ctx, tx, repo.Name, e.Number, e.Head.SHA, fmt.Sprintf(
+					"Not planned: the pull request comes from %s, and a plan runs its code with the plan role's credentials. A maintainer can push it to a branch of %s, or set plan_forks: true for %s in gantry.yaml.",
+					source, e.Repository.FullName, repo.Name)); err != nil {
+					return err
+				}
+			} else if err := tx.Enqueue(ctx, jobs.PlanPullRequestArgs{Repository: repo.Name, Number: e.Number, HeadSHA: e.Head.SHA}, nil); err != nil {
 				return err
 			}
 			return s.queueMergeLockStatus(ctx, tx, repo, pr)

@@ -29,6 +29,9 @@ type PullRequest struct {
 	BaseSHA  string
 	Head     string // branch merged
 	HeadSHA  string
+	// HeadRepo is the repository the head branch is in when it is not
+	// Repo: a fork's owner/name.
+	HeadRepo string
 	// Merged with MergeCommitSHA for a closed event that merged.
 	Merged         bool
 	MergeCommitSHA string
@@ -65,6 +68,9 @@ func (p PullRequest) Payload() []byte {
 		b["ref"], b["sha"] = v[0], v[1]
 		b["repo"].(map[string]any)["full_name"] = p.Repo
 		b["repo"].(map[string]any)["clone_url"] = p.CloneURL
+	}
+	if p.HeadRepo != "" {
+		pr["head"].(map[string]any)["repo"].(map[string]any)["full_name"] = p.HeadRepo
 	}
 	repo["full_name"], repo["clone_url"] = p.Repo, p.CloneURL
 	repo["html_url"] = "https://github.com/" + p.Repo
