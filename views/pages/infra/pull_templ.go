@@ -134,7 +134,7 @@ func Pull(v PullView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if v.PlanError != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<section class=\"panel attention\" data-testid=\"plan-error\"><h2>The head commit could not be planned</h2><pre class=\"error-text\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<section class=\"panel attention\" data-testid=\"plan-error\"><h2>The head commit was not planned</h2><pre class=\"error-text\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -147,7 +147,7 @@ func Pull(v PullView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</pre><p class=\"muted\">Gantry reads every terragrunt.hcl to find the changed units and what depends on them. Fix the file and push: the new head is planned again.</p></section>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</pre><p class=\"muted\">A push to the pull request plans its new head again.</p></section>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
