@@ -27,8 +27,8 @@ type Repository struct {
 	// PlanForks plans pull requests from forks too. Off by default: a
 	// plan runs the pull request's code (Terraform external data sources,
 	// Terragrunt run_cmd) with the plan role's credentials.
-	PlanForks bool `yaml:"plan_forks"`
-	Accounts         []Account     `yaml:"accounts"`
+	PlanForks bool      `yaml:"plan_forks"`
+	Accounts  []Account `yaml:"accounts"`
 }
 
 // Commands are argument vectors with placeholders {dir} (the unit's
