@@ -1,0 +1,71 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// PlanExecutionArgs plans an execution whose dependencies have succeeded.
+type PlanExecutionArgs struct {
+	ExecutionID int64 `json:"execution_id"`
+}
+
+func (PlanExecutionArgs) Kind() string                 { return "plan_execution" }
+func (PlanExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
+
+type PlanExecutionWorker struct {
+	river.WorkerDefaults[PlanExecutionArgs]
+	Infra Infra
+}
+
+func (w *PlanExecutionWorker) Timeout(*river.Job[PlanExecutionArgs]) time.Duration {
+	return w.Infra.JobTimeout()
+}
+
+func (w *PlanExecutionWorker) Work(ctx context.Context, job *river.Job[PlanExecutionArgs]) error {
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{ExecutionID: job.Args.ExecutionID}, w.Infra.PlanExecution(ctx, job.Args.ExecutionID))
+}
+
+// RequestVoteArgs emails one voter a link to vote on an execution's plan.
+type RequestVoteArgs struct {
+	ExecutionID int64  `json:"execution_id"`
+	Voter       string `json:"voter"`
+}
+
+func (RequestVoteArgs) Kind() string                 { return "request_vote" }
+func (RequestVoteArgs) InsertOpts() river.InsertOpts { return infraOpts(10) }
+
+type RequestVoteWorker struct {
+	river.WorkerDefaults[RequestVoteArgs]
+	Infra Infra
+}
+
+func (w *RequestVoteWorker) Work(ctx context.Context, job *river.Job[RequestVoteArgs]) error {
+	return w.Infra.RequestVote(ctx, job.Args.ExecutionID, job.Args.Voter)
+}
+
+// ApplyExecutionArgs applies an approved execution's saved plan. A retry
+// after a crash applies the same saved plan, which terraform refuses once
+// state moved on ("saved plan is stale"): the execution then fails, it
+// never applies something nobody saw.
+type ApplyExecutionArgs struct {
+	ExecutionID int64 `json:"execution_id"`
+}
+
+func (ApplyExecutionArgs) Kind() string                 { return "apply_execution" }
+func (ApplyExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
+
+type ApplyExecutionWorker struct {
+	river.WorkerDefaults[ApplyExecutionArgs]
+	Infra Infra
+}
+
+func (w *ApplyExecutionWorker) Timeout(*river.Job[ApplyExecutionArgs]) time.Duration {
+	return w.Infra.JobTimeout()
+}
+
+func (w *ApplyExecutionWorker) Work(ctx context.Context, job *river.Job[ApplyExecutionArgs]) error {
+	return orGiveUp(ctx, w.Infra, job.JobRow, GiveUp{ExecutionID: job.Args.ExecutionID}, w.Infra.ApplyExecution(ctx, job.Args.ExecutionID))
+}
