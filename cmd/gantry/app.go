@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/awsenv"
@@ -103,6 +104,7 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 	a := &app{cfg: cfg, logger: logger, db: db, migrator: m, getenv: getenv, queue: queue, postgres: &pools.PostgresKind{Getenv: getenv}, aws: aws, mailbox: mailbox}
 	a.pools = &pools.Service{
 		Queue: queue, Logger: logger, Retention: cfg.Retention, Notify: notifier,
+		Admission: semaphore.NewWeighted(int64(cfg.AllocationConcurrency)),
 		Kinds: map[string]pools.Kind{
 			gantryfile.KindPostgres: a.postgres,
 			gantryfile.KindSlot:     pools.SlotKind{},

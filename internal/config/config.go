@@ -23,37 +23,38 @@ import (
 
 // Config is everything a gantry process needs to know about its surroundings.
 type Config struct {
-	DatabaseURL    string        // DATABASE_URL; empty means "start the private cluster" (gantry dev only)
-	Addr           string        // GANTRY_ADDR
-	BaseURL        *url.URL      // GANTRY_BASE_URL, used in links that leave the process (emails)
-	SecretKey      []byte        // GANTRY_SECRET_KEY, signs the links emailed to voters
-	ConfigFile     string        // GANTRY_CONFIG, path of gantry.yaml
-	DataDir        string        // GANTRY_DATA_DIR, the private cluster and dev secrets
-	LogLevel       slog.Level    // GANTRY_LOG_LEVEL
-	LogFormat      string        // GANTRY_LOG_FORMAT: text or json
-	DBMaxConns     int32         // GANTRY_DB_MAX_CONNS
-	WorkerCount    int           // GANTRY_WORKERS: jobs worked at once per queue
-	SessionTTL     time.Duration // GANTRY_SESSION_TTL
-	LoginAttempts  int           // GANTRY_LOGIN_ATTEMPTS per email or IP in LoginWindow
-	LoginWindow    time.Duration // GANTRY_LOGIN_WINDOW
-	APIRate        float64       // GANTRY_API_RATE, requests per second per client
-	APIBurst       int           // GANTRY_API_BURST
-	RequestTimeout time.Duration // GANTRY_REQUEST_TIMEOUT for ordinary requests
-	ShutdownGrace  time.Duration // GANTRY_SHUTDOWN_GRACE, how long running jobs get to finish
-	TrustedProxies []*net.IPNet  // GANTRY_TRUSTED_PROXIES, whose X-Forwarded-For is believed
-	SMTPURL        string        // GANTRY_SMTP_URL, where mail goes
-	MailFrom       string        // GANTRY_MAIL_FROM
-	Retention      time.Duration // GANTRY_ALLOCATION_RETENTION, how long allocation history is kept
-	AWSRegion      string        // GANTRY_AWS_REGION
-	STSEndpoint    string        // GANTRY_AWS_STS_ENDPOINT
-	IAMEndpoint    string        // GANTRY_AWS_IAM_ENDPOINT
-	SESRegion      string        // GANTRY_SES_REGION: mail goes through SES instead of SMTP
-	SESEndpoint    string        // GANTRY_SES_ENDPOINT
-	WorkDir        string        // GANTRY_WORK_DIR: git mirrors, checkouts and plan files
-	GitHubAPIURL   string        // GANTRY_GITHUB_API_URL, for GitHub Enterprise
-	VoteLinkTTL    time.Duration // GANTRY_VOTE_LINK_TTL, how long an emailed voting link works
-	CommandTimeout time.Duration // GANTRY_COMMAND_TIMEOUT bounds one plan or apply
-	CommandEnv     []string      // GANTRY_COMMAND_ENV: names of variables passed on to plan and apply
+	DatabaseURL           string        // DATABASE_URL; empty means "start the private cluster" (gantry dev only)
+	Addr                  string        // GANTRY_ADDR
+	BaseURL               *url.URL      // GANTRY_BASE_URL, used in links that leave the process (emails)
+	SecretKey             []byte        // GANTRY_SECRET_KEY, signs the links emailed to voters
+	ConfigFile            string        // GANTRY_CONFIG, path of gantry.yaml
+	DataDir               string        // GANTRY_DATA_DIR, the private cluster and dev secrets
+	LogLevel              slog.Level    // GANTRY_LOG_LEVEL
+	LogFormat             string        // GANTRY_LOG_FORMAT: text or json
+	DBMaxConns            int32         // GANTRY_DB_MAX_CONNS
+	WorkerCount           int           // GANTRY_WORKERS: jobs worked at once per queue
+	SessionTTL            time.Duration // GANTRY_SESSION_TTL
+	LoginAttempts         int           // GANTRY_LOGIN_ATTEMPTS per email or IP in LoginWindow
+	LoginWindow           time.Duration // GANTRY_LOGIN_WINDOW
+	APIRate               float64       // GANTRY_API_RATE, requests per second per client
+	APIBurst              int           // GANTRY_API_BURST
+	RequestTimeout        time.Duration // GANTRY_REQUEST_TIMEOUT for ordinary requests
+	ShutdownGrace         time.Duration // GANTRY_SHUTDOWN_GRACE, how long running jobs get to finish
+	TrustedProxies        []*net.IPNet  // GANTRY_TRUSTED_PROXIES, whose X-Forwarded-For is believed
+	SMTPURL               string        // GANTRY_SMTP_URL, where mail goes
+	MailFrom              string        // GANTRY_MAIL_FROM
+	Retention             time.Duration // GANTRY_ALLOCATION_RETENTION, how long allocation history is kept
+	AllocationConcurrency int           // GANTRY_ALLOCATION_CONCURRENCY, lease transactions at once
+	AWSRegion             string        // GANTRY_AWS_REGION
+	STSEndpoint           string        // GANTRY_AWS_STS_ENDPOINT
+	IAMEndpoint           string        // GANTRY_AWS_IAM_ENDPOINT
+	SESRegion             string        // GANTRY_SES_REGION: mail goes through SES instead of SMTP
+	SESEndpoint           string        // GANTRY_SES_ENDPOINT
+	WorkDir               string        // GANTRY_WORK_DIR: git mirrors, checkouts and plan files
+	GitHubAPIURL          string        // GANTRY_GITHUB_API_URL, for GitHub Enterprise
+	VoteLinkTTL           time.Duration // GANTRY_VOTE_LINK_TTL, how long an emailed voting link works
+	CommandTimeout        time.Duration // GANTRY_COMMAND_TIMEOUT bounds one plan or apply
+	CommandEnv            []string      // GANTRY_COMMAND_ENV: names of variables passed on to plan and apply
 }
 
 // Var documents one environment variable.
@@ -85,6 +86,7 @@ var Vars = []Var{
 	{"GANTRY_SMTP_URL", "", "Mail server for notifications and approval emails: smtp://user:pass@host:587 or smtps://…; empty sends no mail."},
 	{"GANTRY_MAIL_FROM", "gantry@localhost", "Sender address of Gantry's emails."},
 	{"GANTRY_ALLOCATION_RETENTION", "4380h", "How long environment allocation history is kept (default about 6 months)."},
+	{"GANTRY_ALLOCATION_CONCURRENCY", "8", "Allocation API transactions (acquire, release, extend) run at once per process; the rest wait their turn in arrival order, so a burst of CI requests leaves database connections to pages and jobs and is answered in steady time."},
 	{"GANTRY_AWS_REGION", "us-east-1", "Region of the STS and IAM calls for aws environment pools."},
 	{"GANTRY_AWS_STS_ENDPOINT", "", "STS endpoint override (e.g. a VPC endpoint); empty: AWS's own."},
 	{"GANTRY_AWS_IAM_ENDPOINT", "", "IAM endpoint override; empty: AWS's own."},
@@ -210,6 +212,7 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	c.RequestTimeout = positiveDuration(get, fail, "GANTRY_REQUEST_TIMEOUT")
 	c.ShutdownGrace = positiveDuration(get, fail, "GANTRY_SHUTDOWN_GRACE")
 	c.Retention = positiveDuration(get, fail, "GANTRY_ALLOCATION_RETENTION")
+	c.AllocationConcurrency = positiveInt(get, fail, "GANTRY_ALLOCATION_CONCURRENCY", 1)
 	c.VoteLinkTTL = positiveDuration(get, fail, "GANTRY_VOTE_LINK_TTL")
 	c.CommandTimeout = positiveDuration(get, fail, "GANTRY_COMMAND_TIMEOUT")
 	if c.WorkDir == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -49,6 +50,24 @@ type Service struct {
 	// Retention is how long allocation history is kept.
 	Retention time.Duration
 	Metrics   *Metrics // nil: not measured
+	// Admission bounds the lease transactions (allocate, release, extend)
+	// running at once; the rest wait their turn in arrival order. A burst of
+	// CI requests then holds a few database connections, not all of them
+	// (pages and jobs keep theirs), and PostgreSQL works on a few
+	// transactions at a time instead of switching between dozens, which
+	// keeps the slowest answers near the typical ones. nil: no bound.
+	Admission *semaphore.Weighted
+}
+
+// admit waits for a turn to run a lease transaction; done ends the turn.
+func (s *Service) admit(ctx context.Context) (done func(), err error) {
+	if s.Admission == nil {
+		return func() {}, nil
+	}
+	if err := s.Admission.Acquire(ctx, 1); err != nil {
+		return nil, apperr.New(apperr.Unavailable, "Too many allocation requests are waiting; try again.")
+	}
+	return func() { s.Admission.Release(1) }, nil
 }
 
 // Target is the log target of an environment.
@@ -188,6 +207,11 @@ func (s *Service) Allocate(ctx context.Context, req allocation.Request, client, 
 	if err := req.Validate(); err != nil {
 		return nil, fieldErrors(err)
 	}
+	done, err := s.admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	wanted := req.Wanted()
 	window := len(wanted)
 	for {
@@ -353,6 +377,11 @@ func (s *Service) Release(ctx context.Context, id uuid.UUID, client, by, outcome
 	if len(outcome) > 1024 {
 		return nil, false, apperr.Field("outcome", "must be at most 1024 characters")
 	}
+	done, err := s.admit(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		ended = false
 		var pool *models.Pool
@@ -429,8 +458,13 @@ func (s *Service) startCleanup(ctx context.Context, tx jobs.Tx, pool *models.Poo
 // max_session after it started. It returns new credentials when the kind
 // issues new ones.
 func (s *Service) Extend(ctx context.Context, id uuid.UUID, until time.Time, client, actor string) (*models.Allocation, *Credentials, error) {
+	done, err := s.admit(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
 	var creds *Credentials
-	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		a, err := models.LockAllocation(ctx, tx, id)
 		if err != nil {
 			return notFound(err, id)

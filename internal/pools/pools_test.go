@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -222,5 +223,62 @@ func TestReleaseOfASlotRemovedWhileLeased(t *testing.T) {
 		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
 		_, _, err = f.svc.Release(ctx, uuid.New(), "ci", models.EndedByClient, "", "client:ci")
 		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
+	})
+}
+
+// slowKind grants slowly and records how many grants ran at once.
+type slowKind struct {
+	pools.SlotKind
+	mu           sync.Mutex
+	running, max int
+}
+
+func (k *slowKind) Grant(_ context.Context, _ *models.Pool, env *models.Environment, _ string, _ time.Time) (pools.Credentials, string, error) {
+	k.mu.Lock()
+	k.running++
+	k.max = max(k.max, k.running)
+	k.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	k.mu.Lock()
+	k.running--
+	k.mu.Unlock()
+	return pools.Credentials{URL: "slot://" + env.SlotName}, "", nil
+}
+
+func TestAdmissionBoundsLeaseTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setup(t, gantryYAML+"  - {pool: seats, name: d}\n  - {pool: seats, name: e}\n  - {pool: seats, name: f}\n")
+	kind := &slowKind{}
+	f.svc.Kinds = map[string]pools.Kind{gantryfile.KindSlot: kind}
+	f.svc.Admission = semaphore.NewWeighted(2)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			_, err := f.svc.Allocate(ctx, request(1), "ci", "client:ci")
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, kind.max, 2, "at most two lease transactions at once")
+	require.Equal(t, 6, f.count(t, `SELECT count(*) FROM allocations WHERE ended_at IS NULL`))
+
+	t.Run("a request that cannot get a turn in time is refused and changes nothing", func(t *testing.T) {
+		require.NoError(t, f.svc.Admission.Acquire(ctx, 2)) // every turn taken
+		defer f.svc.Admission.Release(2)
+		var a models.Allocation
+		require.NoError(t, f.db.Bun.NewSelect().Model(&a).Limit(1).Scan(ctx))
+
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, _, err := f.svc.Release(short, a.ID, "ci", models.EndedByClient, "success", "client:ci")
+		require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
+		require.Equal(t, 6, f.count(t, `SELECT count(*) FROM allocations WHERE ended_at IS NULL`), "nothing released")
 	})
 }

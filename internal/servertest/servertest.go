@@ -23,6 +23,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/awsenv"
@@ -128,6 +129,7 @@ func New(t testing.TB, env ...string) *Server {
 	sender, err := mail.ParseURL(s.Mail.URL(), "gantry@example.com")
 	require.NoError(t, err)
 	s.Pools = &pools.Service{Queue: s.Queue, Logger: s.Logger, Retention: 24 * time.Hour,
+		Admission: semaphore.NewWeighted(int64(cfg.AllocationConcurrency)),
 		Kinds: map[string]pools.Kind{
 			gantryfile.KindPostgres: pg, gantryfile.KindSlot: pools.SlotKind{}, gantryfile.KindAWS: pools.AWSKind{Provider: awsProvider},
 		},
