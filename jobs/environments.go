@@ -21,7 +21,9 @@ type EnvironmentPools interface {
 }
 
 // AllocationTimeoutArgs releases an allocation its test forgot, at its
-// expiry. Unique per allocation: an extension does not add a second one.
+// expiry. One per allocation, inserted with it; an extension adds none (the
+// job snoozes to the new expiry), so no unique insert is needed: it would
+// only cost a hash and an index entry on every allocation.
 type AllocationTimeoutArgs struct {
 	AllocationID uuid.UUID `json:"allocation_id"`
 }
@@ -29,7 +31,7 @@ type AllocationTimeoutArgs struct {
 func (AllocationTimeoutArgs) Kind() string { return "allocation_timeout" }
 
 func (AllocationTimeoutArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueEnvironments, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: QueueEnvironments}
 }
 
 // AllocationTimeoutWorker is idempotent: an ended allocation is left alone,
