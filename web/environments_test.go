@@ -271,6 +271,7 @@ func TestPostgresLeaseLifecycle(t *testing.T) {
 		`gantry_environments{pool="pg",status="available"} 1`,
 		`gantry_environments_dirty 0`,
 		`gantry_environment_cleanup_seconds_count{pool="pg",result="clean"} 1`,
+		`gantry_allocation_admission_wait_seconds_count 3`, // the allocation and the two releases
 	} {
 		require.Contains(t, metrics, want)
 	}

@@ -64,7 +64,10 @@ func (s *Service) admit(ctx context.Context) (done func(), err error) {
 	if s.Admission == nil {
 		return func() {}, nil
 	}
-	if err := s.Admission.Acquire(ctx, 1); err != nil {
+	start := time.Now()
+	err = s.Admission.Acquire(ctx, 1)
+	s.Metrics.admitted(time.Since(start))
+	if err != nil {
 		return nil, apperr.New(apperr.Unavailable, "Too many allocation requests are waiting; try again.")
 	}
 	return func() { s.Admission.Release(1) }, nil
