@@ -1866,7 +1866,7 @@ func LogPanel(rows []log.Row, url, empty string) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 162, "<div class=\"table-wrap\"><table data-testid=\"log-table\"><thead><tr><th>When (UTC)</th><th>Event</th><th>Target</th><th>Actor</th><th>Detail</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 162, "<div class=\"table-wrap\"><table class=\"entity-log\" data-testid=\"log-table\"><thead><tr><th>When (UTC)</th><th>Event</th><th>Target</th><th>Actor</th><th>Detail</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
