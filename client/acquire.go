@@ -31,6 +31,9 @@ type WaitError struct {
 	Waited   time.Duration // the time spent
 	Attempts int
 	Last     error
+	// RetryAfter, when set, is why it stopped before the wait was over: the
+	// server asked for a pause that would have ended after it.
+	RetryAfter time.Duration
 }
 
 func (e *WaitError) Error() string {
@@ -38,8 +41,12 @@ func (e *WaitError) Error() string {
 	if e.Attempts == 1 {
 		tries = "try"
 	}
-	return fmt.Sprintf("no environment from pool %s after waiting %s of the %s allowed (%d %s); the last answer: %v",
-		e.Pool, e.Waited.Round(time.Millisecond), e.Wait, e.Attempts, tries, e.Last)
+	early := ""
+	if e.RetryAfter > 0 {
+		early = fmt.Sprintf("; the server asked to wait %s before trying again, past the end of the wait", e.RetryAfter)
+	}
+	return fmt.Sprintf("no environment from pool %s after waiting %s of the %s allowed (%d %s%s); the last answer: %v",
+		e.Pool, e.Waited.Round(time.Millisecond), e.Wait, e.Attempts, tries, early, e.Last)
 }
 
 func (e *WaitError) Unwrap() error { return e.Last }
@@ -69,7 +76,11 @@ func (c *Client) Acquire(ctx context.Context, req AllocateRequest, wait time.Dur
 		now := c.now()
 		remaining := deadline.Sub(now)
 		if remaining <= 0 || retryAfter > remaining {
-			return nil, &WaitError{Pool: req.Pool, Wait: wait, Waited: now.Sub(start), Attempts: attempt, Last: err}
+			e := &WaitError{Pool: req.Pool, Wait: wait, Waited: now.Sub(start), Attempts: attempt, Last: err}
+			if remaining > 0 {
+				e.RetryAfter = retryAfter
+			}
+			return nil, e
 		}
 		delay := min(max(c.jitter(backoff(attempt)), retryAfter), remaining)
 		if c.onRetry != nil {

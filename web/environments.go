@@ -20,6 +20,12 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
+// lockedRetryAfter is the Retry-After of a 423, in seconds. Environments come
+// free whenever another test releases one, which the server cannot predict;
+// a short hint lets waiting clients notice soon, and their own backoff (up
+// to 30 s with jitter in gantry env) spreads them out.
+const lockedRetryAfter = "5"
+
 const (
 	leaseClientKey = "gantry.lease-client"
 	// AWSIdentityHeader carries a signed sts:GetCallerIdentity request.
@@ -187,7 +193,7 @@ func (s *Server) allocate(c echo.Context) error {
 	leases, err := s.Pools.Allocate(c.Request().Context(), req, leaseClientOf(c).Name, leaseActor(c))
 	s.metrics.allocation(in.Pool, responseStatus(err), req.Wanted())
 	if apperr.CodeOf(err) == apperr.Locked {
-		c.Response().Header().Set("Retry-After", "30")
+		c.Response().Header().Set("Retry-After", lockedRetryAfter)
 	}
 	if err != nil {
 		return err
