@@ -129,20 +129,17 @@ type APIError struct {
 func (e *APIError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Message)
-	if len(e.Fields) > 0 {
-		keys := make([]string, 0, len(e.Fields))
-		for k := range e.Fields {
-			keys = append(keys, k)
+	// The fields the message does not already tell (a one-field error's
+	// message names the field and the reason itself).
+	var extra []string
+	for k, why := range e.Fields {
+		if !strings.Contains(e.Message, k) || !strings.Contains(e.Message, why) {
+			extra = append(extra, k+": "+why)
 		}
-		sort.Strings(keys)
-		b.WriteString(" (")
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString("; ")
-			}
-			b.WriteString(k + ": " + e.Fields[k])
-		}
-		b.WriteString(")")
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		b.WriteString(" (" + strings.Join(extra, "; ") + ")")
 	}
 	code := e.Code
 	if code == "" {

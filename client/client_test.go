@@ -269,6 +269,8 @@ func TestErrorsAreAPIErrors(t *testing.T) {
 	require.Equal(t, 400, ae.Status)
 	require.Equal(t, "invalid", ae.Code)
 	require.Contains(t, ae.Fields, "pool")
+	require.Equal(t, `allocating from pool nope: invalid pool: no pool named "nope" is registered [HTTP 400 invalid]`, err.Error(),
+		"the field and its reason once")
 	require.Zero(t, slept.Load(), "a bad request is not retried")
 
 	_, err = c.Acquire(ctx, client.AllocateRequest{Pool: "ci", Requirements: []client.Requirement{{Capabilities: map[string]string{"size": "huge"}}}}, time.Hour)
