@@ -298,6 +298,14 @@ func (g *graph) explain() *NeverSatisfiableError {
 			}
 		}
 	}
+	// Every requirement that matches only environments found above competes
+	// for them too: naming them all tells "10 wanted, 4 match" rather than
+	// the smallest such set.
+	for r, envs := range g.radj {
+		if !seenReq[r] && !slices.ContainsFunc(envs, func(e int) bool { return !seenEnv[e] }) {
+			seenReq[r] = true
+		}
+	}
 	competing := slices.Sorted(maps.Keys(seenReq))
 	names := make([]string, len(competing))
 	for i, r := range competing {
@@ -313,8 +321,12 @@ func (g *graph) explain() *NeverSatisfiableError {
 		if len(seenEnv) == 1 {
 			have = "only 1 registered environment matches"
 		}
-		reason = fmt.Sprintf("requirements %s need %d distinct environments, but %s any of them",
-			strings.Join(names, ", "), len(competing), have)
+		if len(competing) == len(g.reqs) {
+			reason = fmt.Sprintf("the request needs %d environments, but %s it", len(competing), have)
+		} else {
+			reason = fmt.Sprintf("requirements %s need %d distinct environments, but %s any of them",
+				strings.Join(names, ", "), len(competing), have)
+		}
 	}
 	return &NeverSatisfiableError{Requirement: first, Competing: competing, Field: "requirements", Reason: reason}
 }

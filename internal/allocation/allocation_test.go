@@ -190,7 +190,15 @@ func TestMatchFailures(t *testing.T) {
 			reqs:      []allocation.Requirement{req(), req(), req()},
 			field:     "requirements",
 			competing: []int{0, 1, 2},
-			reason:    "requirements 0, 1, 2 need 3 distinct environments, but only 2 registered environments match any of them",
+			reason:    "the request needs 3 environments, but only 2 registered environments match it",
+		},
+		{
+			name:      "ten wanted of four: all ten are named",
+			all:       []allocation.Environment{env(1, 0), env(2, 0), env(3, 0), env(4, 0)},
+			reqs:      []allocation.Requirement{req(), req(), req(), req(), req(), req(), req(), req(), req(), req()},
+			field:     "requirements",
+			competing: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+			reason:    "the request needs 10 environments, but only 4 registered environments match it",
 		},
 		{
 			name:      "two requirements compete for one environment",
