@@ -297,7 +297,9 @@ func (s *Service) claim(ctx context.Context, poolName string, wanted []allocatio
 		for i := range locked {
 			byID[locked[i].ID] = &locked[i]
 		}
-		expires := time.Now().Add(pool.Session())
+		// To the microsecond, as PostgreSQL keeps it: the answer shows the
+		// expiry that a later read of the allocation shows.
+		expires := time.Now().Add(pool.Session()).Truncate(time.Microsecond)
 		requestID := uuid.New()
 		allocs := make([]*models.Allocation, len(picks))
 		entries := make([]*models.LogEntry, len(picks))

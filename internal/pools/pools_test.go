@@ -121,6 +121,11 @@ func TestAllocateRecordsLogsAndSchedulesInOneTransaction(t *testing.T) {
 			pools.EventAllocated, pools.Target(l.Environment), l.Allocation.ID.String()))
 	}
 	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM environments WHERE status = 'in_use'`))
+
+	stored, err := models.AllocationByID(ctx, f.db.Bun, leases[0].Allocation.ID)
+	require.NoError(t, err)
+	require.True(t, stored.ExpiresAt.Equal(leases[0].Allocation.ExpiresAt), "the expiry answered is the one stored, to the microsecond: %s, %s",
+		leases[0].Allocation.ExpiresAt, stored.ExpiresAt)
 }
 
 func TestAFailedGrantLeavesNothingBehind(t *testing.T) {
