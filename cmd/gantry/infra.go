@@ -65,14 +65,36 @@ naming the file and line, so you can check a repository before pointing Gantry a
 		case "dot":
 			return tgraph.WriteDOT(c.stdout, g)
 		case "json":
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(g.Units)
+			return c.printJSON(jsonUnits(g.Units))
 		}
 		return fmt.Errorf("--output must be text, dot or json, not %q", *output)
 	}
 	cmd.AddCommand(graph, c.infraRuns(conn), c.infraRun(conn), c.infraExecution(conn), c.infraApprovals(conn), c.infraVote(conn))
 	return cmd
+}
+
+// jsonUnit is a unit as -o json prints it.
+type jsonUnit struct {
+	Path         string   `json:"path"`
+	Dependencies []string `json:"dependencies"`
+	Reads        []string `json:"reads"`
+}
+
+// jsonUnits copies units with empty lists rather than nil ones: scripts
+// iterate them with jq's .[], which fails on null.
+func jsonUnits(units []*tgraph.Unit) []jsonUnit {
+	out := make([]jsonUnit, 0, len(units))
+	for _, u := range units {
+		out = append(out, jsonUnit{Path: u.Path, Dependencies: orEmpty(u.Dependencies), Reads: orEmpty(u.Reads)})
+	}
+	return out
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // infraServerCommand finishes a command that talks to the server: the
