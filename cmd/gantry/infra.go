@@ -47,6 +47,7 @@ after a merge (dependency blocks, dependencies.paths, includes, read_terragrunt_
 local module sources) and prints every unit after the units it depends on. An
 expression Gantry cannot evaluate, a cycle or a missing dependency is an error
 naming the file and line, so you can check a repository before pointing Gantry at it.
+A DIR without any unit is an error too, so a wrong path does not pass unnoticed.
 
   -o text   one unit per line: path, then what it runs after
   -o dot    Graphviz (gantry infra graph live -o dot | dot -Tsvg > graph.svg)
@@ -58,6 +59,10 @@ naming the file and line, so you can check a repository before pointing Gantry a
 		g, err := tgraph.Scan(args[0])
 		if err != nil {
 			return err
+		}
+		// A mistyped DIR would otherwise pass as a repository without units.
+		if len(g.Units) == 0 {
+			return fmt.Errorf("no Terragrunt units (terragrunt.hcl) under %s", args[0])
 		}
 		switch *output {
 		case "text":

@@ -56,3 +56,15 @@ func TestInfraGraphJSONListsAreNeverNull(t *testing.T) {
 		{"path": "vpc", "dependencies": []any{}, "reads": []any{"vpc/"}},
 	}, units)
 }
+
+func TestInfraGraphWithoutUnitsFails(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"modules/vpc/main.tf": ""})
+	out, _, err := gantry(t, nil, "infra", "graph", dir)
+	require.EqualError(t, err, "no Terragrunt units (terragrunt.hcl) under "+dir)
+	require.Empty(t, out)
+
+	_, _, err = gantry(t, nil, "infra", "graph", filepath.Join(dir, "modules", "vpc", "main.tf"))
+	require.ErrorContains(t, err, "not a directory")
+}
