@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,11 +45,22 @@ gantry infra graph needs no server: it checks a repository's dependency order lo
 	graph := &cobra.Command{
 		Use:   "graph DIR",
 		Short: "Print a Terragrunt repository's units in dependency order",
-		Long: `gantry infra graph reads the terragrunt.hcl files under DIR the way Gantry does
+		Long: `gantry infra graph reads a repository's terragrunt.hcl files the way Gantry does
 after a merge (dependency blocks, dependencies.paths, includes, read_terragrunt_config,
-local module sources) and prints every unit after the units it depends on. An
-expression Gantry cannot evaluate, a cycle or a missing dependency is an error
-naming the file and line, so you can check a repository before pointing Gantry at it.
+local module sources) and prints the units under DIR, each after the units it
+depends on, so you can check a repository before pointing Gantry at it.
+
+When DIR is in a git repository (a .git directory or file in DIR or above it),
+the whole repository is read from its root, as Gantry reads it, so that modules,
+root.hcl and dependencies outside DIR resolve; otherwise DIR is the root. Unit
+paths are relative to that root, as Gantry shows them (live/vpc); a dependency
+outside DIR is not listed, only named where a unit under DIR runs after it.
+
+An expression Gantry cannot evaluate, a cycle or a missing dependency anywhere in
+the repository is an error starting with the file and line, relative to the current
+directory (absolute for a file outside it); paths within the message are relative
+to the repository root. A DIR without any unit is an error too, so a wrong path
+does not pass unnoticed.
 
   -o text   one unit per line: path, then what it runs after
   -o dot    Graphviz (gantry infra graph live -o dot | dot -Tsvg > graph.svg)
@@ -55,24 +69,123 @@ naming the file and line, so you can check a repository before pointing Gantry a
 	}
 	output := graph.Flags().StringP("output", "o", "text", "text, dot or json")
 	graph.RunE = func(_ *cobra.Command, args []string) error {
-		g, err := tgraph.Scan(args[0])
+		if *output != "text" && *output != "dot" && *output != "json" {
+			return fmt.Errorf("--output must be text, dot or json, not %q", *output)
+		}
+		info, err := os.Stat(args[0])
 		if err != nil {
 			return err
 		}
+		if !info.IsDir() {
+			return fmt.Errorf("%s is not a directory", args[0])
+		}
+		dir, err := filepath.Abs(args[0])
+		if err != nil {
+			return err
+		}
+		root := repositoryRoot(dir)
+		g, err := tgraph.Scan(root)
+		if err != nil {
+			cwd, _ := os.Getwd() // without it, files are named by absolute paths
+			return filesFrom(err, root, cwd)
+		}
+		under, err := filepath.Rel(root, dir)
+		if err != nil {
+			return err
+		}
+		under = filepath.ToSlash(under)
+		units := g.UnitsUnder(under)
+		// A mistyped DIR would otherwise pass as a repository without units.
+		if len(units) == 0 {
+			return fmt.Errorf("no Terragrunt units (terragrunt.hcl) under %s", args[0])
+		}
 		switch *output {
 		case "text":
-			return tgraph.WriteText(c.stdout, g)
+			return tgraph.WriteText(c.stdout, g, under)
 		case "dot":
-			return tgraph.WriteDOT(c.stdout, g)
-		case "json":
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(g.Units)
+			return tgraph.WriteDOT(c.stdout, g, under)
+		default:
+			return c.printJSON(jsonUnits(units))
 		}
-		return fmt.Errorf("--output must be text, dot or json, not %q", *output)
 	}
 	cmd.AddCommand(graph, c.infraRuns(conn), c.infraRun(conn), c.infraExecution(conn), c.infraApprovals(conn), c.infraVote(conn))
 	return cmd
+}
+
+// repositoryRoot is the top of the git repository holding dir: the nearest
+// directory at or above it with a .git directory, or a .git file as in
+// worktrees and submodules. Outside any repository it is dir itself.
+func repositoryRoot(dir string) string {
+	for d := dir; ; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return dir
+		}
+		d = parent
+	}
+}
+
+// filesFrom rewrites the files that scan errors start with, relative to the
+// repository root, as paths from cwd, so that they open as printed from
+// wherever gantry ran.
+func filesFrom(err error, root, cwd string) error {
+	switch e := err.(type) {
+	case *tgraph.Error:
+		if e.File == "" || path.IsAbs(e.File) {
+			return e
+		}
+		moved := *e
+		moved.File = pathFrom(cwd, filepath.Join(root, filepath.FromSlash(e.File)))
+		return &moved
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		moved := make([]error, len(errs))
+		for i, err := range errs {
+			moved[i] = filesFrom(err, root, cwd)
+		}
+		return errors.Join(moved...)
+	}
+	return err
+}
+
+// pathFrom is the absolute path file as seen from cwd: relative below cwd,
+// absolute elsewhere, which reads better than a climb of ../ and opens the
+// same.
+func pathFrom(cwd, file string) string {
+	if cwd == "" {
+		return file
+	}
+	if rel, err := filepath.Rel(cwd, file); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return file
+}
+
+// jsonUnit is a unit as -o json prints it.
+type jsonUnit struct {
+	Path         string   `json:"path"`
+	Dependencies []string `json:"dependencies"`
+	Reads        []string `json:"reads"`
+}
+
+// jsonUnits copies units with empty lists rather than nil ones: scripts
+// iterate them with jq's .[], which fails on null.
+func jsonUnits(units []*tgraph.Unit) []jsonUnit {
+	out := make([]jsonUnit, 0, len(units))
+	for _, u := range units {
+		out = append(out, jsonUnit{Path: u.Path, Dependencies: orEmpty(u.Dependencies), Reads: orEmpty(u.Reads)})
+	}
+	return out
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // infraServerCommand finishes a command that talks to the server: the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -218,24 +217,4 @@ func TestDevAndServeBothTakeAddr(t *testing.T) {
 		_, _, err := gantry(t, []string{"GANTRY_DATA_DIR=" + t.TempDir()}, cmd, "--addr", "no-port")
 		require.ErrorContains(t, err, `GANTRY_ADDR="no-port"`, cmd)
 	}
-}
-
-func TestInfraGraph(t *testing.T) {
-	t.Parallel()
-	out, _, err := gantry(t, nil, "infra", "graph", "../../internal/tgraph/testdata/live")
-	require.NoError(t, err)
-	require.Equal(t, "live/prod/us-east-1/vpc\nlive/prod/us-east-1/db\tafter live/prod/us-east-1/vpc\nlive/prod/us-east-1/app\tafter live/prod/us-east-1/db, live/prod/us-east-1/vpc\n", out)
-
-	out, _, err = gantry(t, nil, "infra", "graph", "../../internal/tgraph/testdata/live", "-o", "dot")
-	require.NoError(t, err)
-	require.Contains(t, out, "digraph")
-
-	_, _, err = gantry(t, nil, "infra", "graph", "../../internal/tgraph/testdata/live", "-o", "yaml")
-	require.ErrorContains(t, err, "--output")
-
-	broken := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(broken, "app"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(broken, "app", "terragrunt.hcl"), []byte("dependency \"db\" {\n  config_path = \"../db\"\n}\n"), 0o644))
-	_, _, err = gantry(t, nil, "infra", "graph", broken)
-	require.ErrorContains(t, err, "app/terragrunt.hcl:2")
 }

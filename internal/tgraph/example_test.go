@@ -32,7 +32,7 @@ dependency "vpc" {
 		fmt.Println(err)
 		return
 	}
-	if err := tgraph.WriteText(os.Stdout, g); err != nil {
+	if err := tgraph.WriteText(os.Stdout, g, "."); err != nil {
 		fmt.Println(err)
 	}
 

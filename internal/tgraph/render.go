@@ -6,18 +6,23 @@ import (
 	"strings"
 )
 
-// WriteText lists the units in dependency order, one a line; a unit with
-// dependencies is followed by a tab, "after" and the dependencies:
+// WriteText lists the units at or below dir ("." for all of them) in
+// dependency order, one a line; a unit with dependencies is followed by a
+// tab, "after" and the dependencies, wherever they are:
 //
 //	live/prod/vpc
 //	live/prod/app	after live/prod/db, live/prod/vpc
-func WriteText(w io.Writer, g *Graph) error {
+func WriteText(w io.Writer, g *Graph, dir string) error {
 	order, err := g.Order()
 	if err != nil {
 		return err
 	}
+	dir = cleanDir(dir)
 	bw := bufio.NewWriter(w)
 	for _, p := range order {
+		if !within(p, dir) {
+			continue
+		}
 		bw.WriteString(p)
 		if deps := g.byPath[p].Dependencies; len(deps) > 0 {
 			bw.WriteString("\tafter ")
@@ -28,21 +33,25 @@ func WriteText(w io.Writer, g *Graph) error {
 	return bw.Flush()
 }
 
-// WriteDOT writes the graph for Graphviz. An edge points from a unit to a
-// unit it depends on, as terragrunt dag graph draws it.
-func WriteDOT(w io.Writer, g *Graph) error {
-	_, err := io.WriteString(w, g.DOT())
+// WriteDOT writes the units at or below dir ("." for all of them) for
+// Graphviz. An edge points from a unit to a unit it depends on, as
+// terragrunt dag graph draws it; a dependency outside dir is a node only
+// through its edges.
+func WriteDOT(w io.Writer, g *Graph, dir string) error {
+	_, err := io.WriteString(w, g.dot(g.UnitsUnder(dir)))
 	return err
 }
 
 // DOT is the graph in Graphviz's language, units and edges sorted by path.
-func (g *Graph) DOT() string {
+func (g *Graph) DOT() string { return g.dot(g.Units) }
+
+func (g *Graph) dot(units []*Unit) string {
 	var b strings.Builder
 	b.WriteString("digraph units {\n")
-	for _, u := range g.Units {
+	for _, u := range units {
 		b.WriteString("\t" + dotID(u.Path) + ";\n")
 	}
-	for _, u := range g.Units {
+	for _, u := range units {
 		for _, d := range u.Dependencies {
 			b.WriteString("\t" + dotID(u.Path) + " -> " + dotID(d) + ";\n")
 		}

@@ -123,6 +123,19 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 	return g, errs
 }
 
+// UnitsUnder returns the units at dir or below it (repository-relative,
+// "." for all of them), sorted by path.
+func (g *Graph) UnitsUnder(dir string) []*Unit {
+	dir = cleanDir(dir)
+	var out []*Unit
+	for _, u := range g.Units {
+		if within(u.Path, dir) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // Unit returns the unit at path, or nil.
 func (g *Graph) Unit(path string) *Unit { return g.byPath[path] }
 
@@ -308,6 +321,14 @@ func within(p, dir string) bool {
 
 func cleanRel(p string) string {
 	return strings.TrimPrefix(path.Clean("/"+filepath.ToSlash(p)), "/")
+}
+
+// cleanDir is cleanRel for a directory, "." for the root.
+func cleanDir(dir string) string {
+	if d := cleanRel(dir); d != "" {
+		return d
+	}
+	return "."
 }
 
 // Affected is what a change to the checkout touches.

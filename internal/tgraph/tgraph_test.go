@@ -770,11 +770,11 @@ func TestRender(t *testing.T) {
 	}.mustScan(t)
 
 	var text strings.Builder
-	require.NoError(t, WriteText(&text, g))
+	require.NoError(t, WriteText(&text, g, "."))
 	require.Equal(t, "vpc\ndb\tafter vpc\napp\tafter db, vpc\n", text.String())
 
 	var dot strings.Builder
-	require.NoError(t, WriteDOT(&dot, g))
+	require.NoError(t, WriteDOT(&dot, g, "."))
 	require.Equal(t, `digraph units {
 	"app";
 	"db";
@@ -785,6 +785,16 @@ func TestRender(t *testing.T) {
 }
 `, dot.String())
 	require.Equal(t, dot.String(), g.DOT())
+
+	text.Reset()
+	require.NoError(t, WriteText(&text, g, "app"))
+	require.Equal(t, "app\tafter db, vpc\n", text.String(), "a dependency outside dir is named, not listed")
+	dot.Reset()
+	require.NoError(t, WriteDOT(&dot, g, "./db/"))
+	require.Equal(t, "digraph units {\n\t\"db\";\n\t\"db\" -> \"vpc\";\n}\n", dot.String())
+	require.Equal(t, []*Unit{g.Unit("db")}, g.UnitsUnder("db"))
+	require.Empty(t, g.UnitsUnder("d"), "a unit is under its directory, not under a prefix of its name")
+	require.Equal(t, g.Units, g.UnitsUnder("."))
 }
 
 func TestScanDirectory(t *testing.T) {
@@ -792,7 +802,7 @@ func TestScanDirectory(t *testing.T) {
 	g, err := Scan("testdata/live")
 	require.NoError(t, err)
 	var text strings.Builder
-	require.NoError(t, WriteText(&text, g))
+	require.NoError(t, WriteText(&text, g, "."))
 	require.Equal(t, `live/prod/us-east-1/vpc
 live/prod/us-east-1/db	after live/prod/us-east-1/vpc
 live/prod/us-east-1/app	after live/prod/us-east-1/db, live/prod/us-east-1/vpc
