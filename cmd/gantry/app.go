@@ -164,6 +164,17 @@ type configResult struct {
 	Repositories infra.SyncResult
 }
 
+// checkConfigFile reads and checks gantry.yaml (GANTRY_CONFIG), if any,
+// before anything starts: a mistake in it must not surface only after a
+// database was set up and a one-time password printed.
+func checkConfigFile(cfg *config.Config, getenv func(string) string) error {
+	if cfg.ConfigFile == "" {
+		return nil
+	}
+	_, err := gantryfile.Load(cfg.ConfigFile, func(name string) (string, bool) { v := getenv(name); return v, v != "" })
+	return err
+}
+
 // applyConfig syncs gantry.yaml (GANTRY_CONFIG) into the database; without
 // one there is nothing to apply.
 func (a *app) applyConfig(ctx context.Context) (*configResult, error) {

@@ -11,9 +11,10 @@ import (
 func (c *cli) configCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "Check and apply gantry.yaml (pools, environments, clients)",
+		Short: "Check and apply gantry.yaml (repositories, pools, environments, clients)",
 		Long: `gantry.yaml (GANTRY_CONFIG or --config) holds what an operator commits: the
-clients allowed to lease environments, the pools and their environments.
+infrastructure repositories with their accounts and voters, the clients allowed
+to lease environments, the pools and their environments.
 serve, worker and dev apply it when they start; "apply" does it now, so a
 change takes effect without a restart. Removing an environment deregisters
 it: at once when nothing holds it, after its allocation ends otherwise.`,

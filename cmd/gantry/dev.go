@@ -47,6 +47,9 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	if err != nil {
 		return err
 	}
+	if err := checkConfigFile(cfg, c.getenv); err != nil {
+		return err
+	}
 	if err := cfg.EnsureDevSecret(); err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,4 +21,20 @@ func TestDevBaseURL(t *testing.T) {
 	} {
 		require.Equal(t, want, devBaseURL(addr).String(), addr)
 	}
+}
+
+func TestDevChecksGantryYAMLBeforeSettingUp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "gantry.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("pools:\n  - name: a\n    kind: nope\n"), 0o600))
+	data := filepath.Join(dir, "data")
+
+	_, _, err := gantry(t, []string{"GANTRY_CONFIG=" + bad, "GANTRY_DATA_DIR=" + data}, "dev", "--addr", "127.0.0.1:0")
+	require.ErrorContains(t, err, "pools[0].kind")
+	_, statErr := os.Stat(data)
+	require.True(t, os.IsNotExist(statErr), "nothing was set up: no database, no secret, no first admin whose one-time password would be lost")
+
+	_, _, err = gantry(t, []string{"GANTRY_CONFIG=" + bad, "DATABASE_URL=postgres://127.0.0.1:1/none", "GANTRY_SECRET_KEY=" + strings.Repeat("s", 32)}, "serve")
+	require.ErrorContains(t, err, "pools[0].kind", "serve too checks the file before connecting")
 }

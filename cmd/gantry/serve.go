@@ -52,6 +52,9 @@ func (c *cli) serve(ctx context.Context, opts runOptions) error {
 	if err := cfg.RequireServerSettings(); err != nil {
 		return err
 	}
+	if err := checkConfigFile(cfg, c.getenv); err != nil {
+		return err
+	}
 	a, err := openApp(ctx, cfg, newLogger(cfg, c.stderr), c.getenv)
 	if err != nil {
 		return err

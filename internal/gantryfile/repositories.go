@@ -133,11 +133,12 @@ func (v *validator) checkRepositories(repos []Repository) {
 		if r.Scan != "graph" && r.Scan != "plan" {
 			v.add(key+".scan", "must be graph or plan (got %q)", r.Scan)
 		}
-		for field, env := range map[string]string{"webhook_secret_env": r.WebhookSecretEnv, "status_token_env": r.StatusTokenEnv} {
-			if env != "" && v.env != nil {
-				if _, ok := v.env(env); !ok {
-					v.add(key+"."+field, "variable %s is not set", env)
-				}
+		// The status token may be missing (no statuses are posted, and each
+		// skipped one is logged); without the webhook secret no delivery can
+		// be believed, so the repository would do nothing at all.
+		if r.WebhookSecretEnv != "" && v.env != nil {
+			if _, ok := v.env(r.WebhookSecretEnv); !ok {
+				v.add(key+".webhook_secret_env", "variable %s is not set", r.WebhookSecretEnv)
 			}
 		}
 		if r.WebhookSecretEnv == "" {
@@ -197,8 +198,17 @@ func (v *validator) checkCommands(key string, r *Repository) {
 
 func (v *validator) checkAccounts(repoKey string, accounts []Account) {
 	byName := map[string]int{}
-	for i, a := range accounts {
+	for i := range accounts {
+		a := &accounts[i]
 		key := fmt.Sprintf("%s.accounts[%d]", repoKey, i)
+		// Left out, each threshold is one vote: one approval applies, one
+		// rejection stops. Written as 0, it is refused below.
+		if !v.written(key + ".min_approvals") {
+			a.MinApprovals = 1
+		}
+		if !v.written(key + ".min_rejections") {
+			a.MinRejections = 1
+		}
 		if !namePattern.MatchString(a.Name) {
 			v.add(key+".name", "must be lower-case letters, digits, - or _ (got %q)", a.Name)
 		} else if _, dup := byName[a.Name]; dup {

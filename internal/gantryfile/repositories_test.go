@@ -53,6 +53,25 @@ func TestRepositories(t *testing.T) {
 	require.Equal(t, "plan", f.Repositories[1].Scan)
 }
 
+func TestAccountThresholdsDefaultToOneVote(t *testing.T) {
+	t.Parallel()
+	src := "repositories:\n  - name: r\n    url: /srv/r.git\n    webhook_secret_env: HOOK_SECRET\n" +
+		"    accounts:\n      - {name: a, path: x/, voters: [a@example.com, b@example.com]}\n      - {name: b, path: y/, voters: [a@example.com, b@example.com], min_approvals: 2}\n"
+	f, err := gantryfile.Parse("gantry.yaml", []byte(src), env("HOOK_SECRET"))
+	require.NoError(t, err)
+	accounts := f.Repositories[0].Accounts
+	require.Equal(t, [2]int{1, 1}, [2]int{accounts[0].MinApprovals, accounts[0].MinRejections}, "left out: one approval applies, one rejection stops")
+	require.Equal(t, [2]int{2, 1}, [2]int{accounts[1].MinApprovals, accounts[1].MinRejections})
+}
+
+func TestAnUnsetStatusTokenIsNoError(t *testing.T) {
+	t.Parallel()
+	src := "repositories:\n  - name: r\n    url: /srv/r.git\n    webhook_secret_env: HOOK_SECRET\n    status_token_env: NOT_SET\n"
+	f, err := gantryfile.Parse("gantry.yaml", []byte(src), env("HOOK_SECRET"))
+	require.NoError(t, err, "without the token no statuses are posted; everything else works")
+	require.Equal(t, "NOT_SET", f.Repositories[0].StatusTokenEnv)
+}
+
 func TestRepositoryProblems(t *testing.T) {
 	t.Parallel()
 	base := "repositories:\n  - name: r\n    url: /srv/r.git\n    webhook_secret_env: HOOK_SECRET\n"
@@ -66,6 +85,7 @@ func TestRepositoryProblems(t *testing.T) {
 		{"unknown dependency", base + "    accounts:\n      - {name: prod, path: live/prod/, depends_on: [net], voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n", `repositories[0].accounts[0].depends_on[0]: no account named "net"`},
 		{"account cycle", base + "    accounts:\n      - {name: a, path: x/, depends_on: [b], voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n      - {name: b, path: y/, depends_on: [a], voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n", "depends_on has a cycle: a -> b -> a"},
 		{"path escapes", base + "    accounts:\n      - {name: a, path: ../x/, voters: [a@example.com], min_approvals: 1, min_rejections: 1}\n", "repositories[0].accounts[0].path"},
+		{"rejections written as 0", base + "    accounts:\n      - {name: a, path: x/, voters: [a@example.com], min_rejections: 0}\n", "gantry.yaml:6: repositories[0].accounts[0].min_rejections: must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -174,6 +174,11 @@ func TestWebhook_refusesIgnoresAndDeduplicates(t *testing.T) {
 		} {
 			_, err := b.Infra.ReceiveWebhook(b.ctx, infra.Delivery{Event: "pull_request", ID: "d-" + name, Signature: sig, Body: body})
 			require.Equal(t, apperr.Unauthorized, apperr.CodeOf(err), name)
+			if sig == "" {
+				require.ErrorContains(t, err, "The delivery has no X-Hub-Signature-256 header", "a missing header is named as missing")
+			} else {
+				require.ErrorContains(t, err, "does not match the body")
+			}
 		}
 		tampered := []byte(strings.Replace(string(body), `"number":21`, `"number":22`, 1))
 		_, err := b.Infra.ReceiveWebhook(b.ctx, infra.Delivery{Event: "pull_request", ID: "d-tampered",

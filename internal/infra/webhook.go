@@ -76,6 +76,9 @@ func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error
 	}
 	if len(signedFor) == 0 {
 		msg := fmt.Sprintf("The %s header does not match the body signed with any configured repository's webhook secret.", github.HeaderSignature)
+		if d.Signature == "" {
+			msg = fmt.Sprintf("The delivery has no %s header: give the GitHub webhook a secret, the one in the repository's webhook_secret_env.", github.HeaderSignature)
+		}
 		if len(unset) > 0 {
 			// The operator's mistake, not the sender's: say which.
 			msg += fmt.Sprintf(" These variables holding webhook secrets are not set on this Gantry: %s.", strings.Join(unset, ", "))
