@@ -231,8 +231,8 @@ func githubEvent(b *bundle, p infratest.PR, action, base, repo, cloneURL string)
 	return []byte(s)
 }
 
-// TestMalformedTerragrunt: the pull request's plan status and the run say
-// which file and line do not parse.
+// TestMalformedTerragrunt: the pull request's plan status, its log and the
+// run say which file and line do not parse.
 func TestMalformedTerragrunt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
@@ -240,6 +240,22 @@ func TestMalformedTerragrunt(t *testing.T) {
 	b.Deliver(t, "pull_request", b.repo.Event(p, "opened", ""))
 	st := b.WaitStatus(t, p.Head, "gantry/plan", "error")
 	require.Contains(t, st.Description, infratest.RDS+"/terragrunt.hcl:2")
+
+	// The failed scan is in the pull request's log, once per head even
+	// when the scan runs again (a retry, a redelivery).
+	scanFailures := func() []models.LogEntry {
+		entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Deployment: "live#31", Event: infra.EventPullRequestScanFailed})
+		require.NoError(t, err)
+		return entries
+	}
+	entries := scanFailures()
+	require.Len(t, entries, 1)
+	require.Equal(t, infra.RepositoryTarget("live"), entries[0].TargetID)
+	require.Equal(t, p.Head, entries[0].Revision)
+	require.Equal(t, p.Head, entries[0].Detail["head_commit"])
+	require.Contains(t, entries[0].Detail["error"], infratest.RDS+"/terragrunt.hcl:2")
+	require.NoError(t, b.Infra.PlanPullRequest(b.ctx, "live", p.Number, p.Head))
+	require.Len(t, scanFailures(), 1, "the same head's failure is logged once")
 
 	_, run := b.merge(t, p)
 	run = b.WaitRun(t, run.ID, models.RunFailed)
