@@ -654,7 +654,8 @@ func TestRunsPageFiltersAndPages(t *testing.T) {
 }
 
 // TestMalformedTerragruntOnThePages: a terragrunt.hcl that does not parse is
-// named, with its line, on the pull request's page and on the failed run's.
+// named, with its line, on the pull request's page (in its log too, and
+// without a note that plans may still come) and on the failed run's.
 func TestMalformedTerragruntOnThePages(t *testing.T) {
 	t.Parallel()
 	b := setupPages(t, 1)
@@ -666,6 +667,15 @@ func TestMalformedTerragruntOnThePages(t *testing.T) {
 	status, page, _ := br.get(t, "/infra/live/pulls/33")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, section(t, page, "plan-error"), infratest.RDS+"/terragrunt.hcl:2")
+	// The plans panel and the log agree with the error: no plan is coming,
+	// and the failed scan is logged.
+	plans := section(t, page, "pull-plans")
+	require.Contains(t, plans, `data-testid="plans-scan-failed"`)
+	require.NotContains(t, plans, "No plan at this commit: either")
+	log := section(t, page, "entity-log")
+	require.NotContains(t, log, `data-testid="log-empty"`)
+	require.Contains(t, log, `data-event="pull-request-scan-failed"`)
+	require.Contains(t, log, "terragrunt.hcl:2")
 	status, page, _ = br.get(t, "/infra")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, page, `data-testid="pull-plan-error"`)

@@ -41,16 +41,25 @@ func expand(template []string, dir, planFile string) []string {
 // database) is returned for River to retry.
 var errCannotRun = errors.New("cannot run")
 
+// ran is the last command runIn ran. Init marks a failed init, after
+// which the main command did not run: its result must not be read as the
+// plan's or the apply's (a failed init's exit code is not a plan's
+// -detailed-exitcode), and what failed is named "init".
+type ran struct {
+	runner.Result
+	Init bool
+}
+
 // run checks the commit out into ws, then runs the unit's commands in it
 // (runIn) within the command timeout.
-func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner.Sink) (runner.Result, error) {
+func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner.Sink) (ran, error) {
 	mirror, err := s.Git.Fetch(ctx, c.RepoURL, c.Commit)
 	if err != nil {
-		return runner.Result{}, fmt.Errorf("fetching %s: %w", c.Commit, err)
+		return ran{}, fmt.Errorf("fetching %s: %w", c.Commit, err)
 	}
 	checkout := checkoutDir(ws)
 	if err := mirror.Checkout(ctx, c.Commit, checkout); err != nil {
-		return runner.Result{}, err
+		return ran{}, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), checkout) }()
 	return s.runIn(ctx, checkout, c, sink, time.Now().Add(s.commandTimeout()))
@@ -60,25 +69,25 @@ func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner
 // streaming their output to sink, as the unit's role when it has one. A
 // failed init is the result; the main command does not run. Both share
 // deadline, so a job always ends before River's own time limit.
-func (s *Service) runIn(ctx context.Context, checkout string, c unitCommand, sink runner.Sink, deadline time.Time) (runner.Result, error) {
+func (s *Service) runIn(ctx context.Context, checkout string, c unitCommand, sink runner.Sink, deadline time.Time) (ran, error) {
 	dir, err := runner.SafePath(checkout, c.Unit)
 	if err != nil {
-		return runner.Result{}, fmt.Errorf("%w: unit %s: %w", errCannotRun, c.Unit, err)
+		return ran{}, fmt.Errorf("%w: unit %s: %w", errCannotRun, c.Unit, err)
 	}
 	// Terraform's own switches for running unattended come first, so
 	// GANTRY_COMMAND_ENV can still override them.
 	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
 	if c.Role != "" {
 		if s.Roles == nil {
-			return runner.Result{}, fmt.Errorf("%w: unit %s runs as %s, but this Gantry has no AWS access configured", errCannotRun, c.Unit, c.Role)
+			return ran{}, fmt.Errorf("%w: unit %s runs as %s, but this Gantry has no AWS access configured", errCannotRun, c.Unit, c.Role)
 		}
 		roleEnv, err := s.Roles.RoleEnv(ctx, c.Role, c.Session, roleSession(s.commandTimeout()))
 		if err != nil {
-			return runner.Result{}, err
+			return ran{}, err
 		}
 		env = append(env, roleEnv...)
 	}
-	for _, template := range [][]string{c.Init, c.Main} {
+	for i, template := range [][]string{c.Init, c.Main} {
 		if len(template) == 0 {
 			continue
 		}
@@ -88,11 +97,11 @@ func (s *Service) runIn(ctx context.Context, checkout string, c unitCommand, sin
 		if errors.Is(err, runner.ErrInvalidCommand) {
 			err = fmt.Errorf("%w: %w", errCannotRun, err)
 		}
-		if err != nil || !res.Success() || slices.Equal(template, c.Main) {
-			return res, err
+		if err != nil || !res.Success() || i == 1 {
+			return ran{Result: res, Init: i == 0}, err
 		}
 	}
-	return runner.Result{}, fmt.Errorf("%w: unit %s: no command to run", errCannotRun, c.Unit)
+	return ran{}, fmt.Errorf("%w: unit %s: no command to run", errCannotRun, c.Unit)
 }
 
 // retryable reports whether a command's error is for River to retry: the
@@ -110,9 +119,9 @@ func roleSession(timeout time.Duration) time.Duration { return min(timeout, time
 // planOutcome reads a plan's exit code. With -detailed-exitcode, 0 is "no
 // changes" and 2 "changes"; without it a plan that succeeds counts as
 // having changes, so it is voted on. A plan that could not run (err) has
-// neither: it failed.
-func planOutcome(template []string, res runner.Result, err error) (ok, changes bool) {
-	if err != nil || res.TimedOut || res.Cancelled {
+// neither: it failed, as did one whose init failed.
+func planOutcome(template []string, res ran, err error) (ok, changes bool) {
+	if err != nil || res.Init || res.TimedOut || res.Cancelled {
 		return false, false
 	}
 	detailed := slices.Contains(template, "-detailed-exitcode")
@@ -125,8 +134,14 @@ func planOutcome(template []string, res runner.Result, err error) (ok, changes b
 	return false, false
 }
 
-// failure describes a command that did not succeed.
-func failure(what string, res runner.Result, err error) string {
+// failure describes a command that did not succeed: step ("plan",
+// "apply"), or its init when that is what failed, so that a syntax error
+// that stops init is not reported as a failed plan.
+func failure(step string, res ran, err error) string {
+	what := step
+	if res.Init {
+		what = "init"
+	}
 	switch {
 	case err != nil:
 		return fmt.Sprintf("%s could not run: %v", what, err)

@@ -35,6 +35,7 @@ const (
 	EventRepositoryRegistered  = "repository-registered"
 	EventRepositoryRemoved     = "repository-removed"
 	EventPullRequestPlanned    = "pull-request-planned"
+	EventPullRequestScanFailed = "pull-request-scan-failed"
 	EventPlanStarted           = "pull-request-plan-started"
 	EventPlanSucceeded         = "pull-request-plan-finished-successfully"
 	EventPlanFailed            = "pull-request-plan-failed"

@@ -236,8 +236,8 @@ func githubEvent(b *bundle, p infratest.PR, action, base, repo, cloneURL string)
 	return []byte(s)
 }
 
-// TestMalformedTerragrunt: the pull request's plan status and the run say
-// which file and line do not parse.
+// TestMalformedTerragrunt: the pull request's plan status, its log and the
+// run say which file and line do not parse.
 func TestMalformedTerragrunt(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
@@ -245,6 +245,22 @@ func TestMalformedTerragrunt(t *testing.T) {
 	b.Deliver(t, "pull_request", b.repo.Event(p, "opened", ""))
 	st := b.WaitStatus(t, p.Head, "gantry/plan", "error")
 	require.Contains(t, st.Description, infratest.RDS+"/terragrunt.hcl:2")
+
+	// The failed scan is in the pull request's log, once per head even
+	// when the scan runs again (a retry, a redelivery).
+	scanFailures := func() []models.LogEntry {
+		entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Deployment: "live#31", Event: infra.EventPullRequestScanFailed})
+		require.NoError(t, err)
+		return entries
+	}
+	entries := scanFailures()
+	require.Len(t, entries, 1)
+	require.Equal(t, infra.RepositoryTarget("live"), entries[0].TargetID)
+	require.Equal(t, p.Head, entries[0].Revision)
+	require.Equal(t, p.Head, entries[0].Detail["head_commit"])
+	require.Contains(t, entries[0].Detail["error"], infratest.RDS+"/terragrunt.hcl:2")
+	require.NoError(t, b.Infra.PlanPullRequest(b.ctx, "live", p.Number, p.Head))
+	require.Len(t, scanFailures(), 1, "the same head's failure is logged once")
 
 	_, run := b.merge(t, p)
 	run = b.WaitRun(t, run.ID, models.RunFailed)
@@ -293,3 +309,50 @@ func TestGiveUp(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestFailedCommand_namesTheStepThatFailed: a .tf file that does not parse
+// stops terraform init, and the pull request's plan, the execution, their
+// commit status and their log entries say init failed, not the plan; a
+// plan that fails after a good init still says plan.
+func TestFailedCommand_namesTheStepThatFailed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, input, want, output string
+	}{
+		{"a syntax error fails init", "", "init failed (exit code 1)", "Invalid expression"},
+		{"an undeclared reference fails the plan", "undeclared_thing.foo", "plan failed (exit code 1)", "Reference to undeclared resource"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{})
+			p := b.repo.OpenPR(81, map[string]string{infratest.VPC + "/main.tf": b.repo.Resource(infratest.VPC, "vpc", tc.input)})
+			b.Deliver(t, "pull_request", b.repo.Event(p, "opened", ""))
+			st := b.WaitStatus(t, p.Head, github.PlanContext(infratest.VPC), "failure")
+			require.Equal(t, tc.want, st.Description)
+			plans, err := models.PlansOfPullRequest(b.ctx, b.DB.Bun, "live", p.Number, p.Head)
+			require.NoError(t, err)
+			require.Len(t, plans, 1)
+			plan, err := models.PRPlanByID(b.ctx, b.DB.Bun, plans[0].ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, plan.Error)
+			require.Contains(t, plan.Output, tc.output)
+			require.Equal(t, tc.want, b.logError(t, infra.PlanTarget(plans[0].ID), infra.EventPlanFailed))
+
+			_, run := b.merge(t, p)
+			b.WaitRun(t, run.ID, models.RunFailed)
+			x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
+			require.Equal(t, tc.want, x.Error)
+			require.Contains(t, x.PlanOutput, tc.output)
+			require.Equal(t, tc.want, b.logError(t, infra.ExecutionTarget(x.ExecutionID), infra.EventExecutionFailed))
+		})
+	}
+}
+
+// logError is the error in the detail of target's one event entry.
+func (b *bundle) logError(t *testing.T, target, event string) any {
+	t.Helper()
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Target: target, Event: event})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	return entries[0].Detail["error"]
+}

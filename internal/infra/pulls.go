@@ -45,7 +45,19 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 		}
 		if scanErr != nil {
 			// A malformed terragrunt.hcl: the author sees why on the
-			// pull request, and a push fixing it plans again.
+			// pull request, and a push fixing it plans again. A new head
+			// clears the recorded error (UpsertPullRequest), so finding it
+			// already recorded means this head's failure is logged: a
+			// retried job or a redelivery logs it only once.
+			if pr.PlanError != scanErr.Error() {
+				if err := models.AppendLog(ctx, tx, &models.LogEntry{
+					DeploymentID: fmt.Sprintf("%s#%d", repoName, number), TargetID: RepositoryTarget(repoName), Revision: headSHA,
+					Event: EventPullRequestScanFailed, Actor: "gantry",
+					Detail: map[string]any{"pull_request": number, "head_commit": headSHA, "error": scanErr.Error()},
+				}); err != nil {
+					return err
+				}
+			}
 			if err := models.SetPlanError(ctx, tx, repoName, number, headSHA, scanErr.Error()); err != nil {
 				return err
 			}

@@ -222,7 +222,7 @@ func (s *Service) planAll(ctx context.Context, repo *models.Repository, run *mod
 		ok, changes := planOutcome(repo.PlanCommand, res, err)
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%w: %s in %s:\n%s", errScan, failure("the plan", res, err), p, lastLines(res.Output, 20))
+			return nil, fmt.Errorf("%w: %s in %s:\n%s", errScan, failure("plan", res, err), p, lastLines(res.Output, 20))
 		case changes:
 			changed = append(changed, p)
 		}

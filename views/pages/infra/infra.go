@@ -328,7 +328,7 @@ type PullView struct {
 	GitHubURL  string
 	State      State
 	Fields     []Field
-	PlanError  string
+	PlanError  string // why the head was not scanned; then there are no Plans
 	Plans      []PlanRow
 	Live       bool // a plan is queued or running: the page refreshes itself
 	Runs       []RunRow
