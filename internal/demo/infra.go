@@ -488,7 +488,11 @@ func (d *infraDemo) openPullRequests() error {
 	if err := d.pullRequest(46, "Move the EC2 fleet to the new launch template", "ada-l", "ec2-launch-template", broken, models.PROpen, ""); err != nil {
 		return err
 	}
-	return models.SetPlanError(d.ctx, d.db, demoRepo, 46, broken, `live/prod/ec2/terragrunt.hcl:4: dependency "rds" has no config_path`)
+	scanErr := `live/prod/ec2/terragrunt.hcl:4: dependency "rds" has no config_path`
+	d.entries = append(d.entries, &models.LogEntry{DeploymentID: infra.DeploymentID(&models.Run{Repository: demoRepo, PRNumber: 46}),
+		TargetID: infra.RepositoryTarget(demoRepo), Revision: broken, Event: infra.EventPullRequestScanFailed, Actor: "gantry",
+		Detail: map[string]any{"pull_request": 46, "head_commit": broken, "error": scanErr}, CreatedAt: d.ago(6)})
+	return models.SetPlanError(d.ctx, d.db, demoRepo, 46, broken, scanErr)
 }
 
 // sha makes a commit id that starts with prefix.
