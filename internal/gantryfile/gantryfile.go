@@ -222,19 +222,6 @@ func (v *validator) line(key string) int {
 	return 0
 }
 
-// written reports whether key itself is in the file.
-func (v *validator) written(key string) bool {
-	if v.ast == nil {
-		return false
-	}
-	p, err := yaml.PathString("$." + key)
-	if err != nil {
-		return false
-	}
-	node, err := p.FilterFile(v.ast)
-	return err == nil && node != nil
-}
-
 func parent(key string) string {
 	if i := strings.LastIndexAny(key, ".["); i > 0 {
 		return key[:i]

@@ -53,14 +53,20 @@ type CommitStatus struct {
 // Account is a slice of the repository (a path prefix) with its roles and
 // the people who vote on its plans.
 type Account struct {
-	Name          string   `yaml:"name"`
-	Path          string   `yaml:"path"` // prefix of the units' directories
-	DependsOn     []string `yaml:"depends_on"`
-	PlanRole      string   `yaml:"plan_role"`
-	ApplyRole     string   `yaml:"apply_role"`
-	Voters        []string `yaml:"voters"`
-	MinApprovals  int      `yaml:"min_approvals"`
-	MinRejections int      `yaml:"min_rejections"`
+	Name      string   `yaml:"name"`
+	Path      string   `yaml:"path"` // prefix of the units' directories
+	DependsOn []string `yaml:"depends_on"`
+	PlanRole  string   `yaml:"plan_role"`
+	ApplyRole string   `yaml:"apply_role"`
+	Voters    []string `yaml:"voters"`
+	// The thresholds as the file writes them, nil when left out; Parse
+	// sets MinApprovals and MinRejections from them, one vote each by
+	// default. (Whether a key is there is the decoder's answer, so anchors
+	// and aliases count like any other way of writing it.)
+	WrittenMinApprovals  *int `yaml:"min_approvals"`
+	WrittenMinRejections *int `yaml:"min_rejections"`
+	MinApprovals         int  `yaml:"-"`
+	MinRejections        int  `yaml:"-"`
 }
 
 // Runner presets. The terragrunt ones use the Terragrunt 1.x CLI (`run`,
@@ -203,11 +209,12 @@ func (v *validator) checkAccounts(repoKey string, accounts []Account) {
 		key := fmt.Sprintf("%s.accounts[%d]", repoKey, i)
 		// Left out, each threshold is one vote: one approval applies, one
 		// rejection stops. Written as 0, it is refused below.
-		if !v.written(key + ".min_approvals") {
-			a.MinApprovals = 1
+		a.MinApprovals, a.MinRejections = 1, 1
+		if a.WrittenMinApprovals != nil {
+			a.MinApprovals = *a.WrittenMinApprovals
 		}
-		if !v.written(key + ".min_rejections") {
-			a.MinRejections = 1
+		if a.WrittenMinRejections != nil {
+			a.MinRejections = *a.WrittenMinRejections
 		}
 		if !namePattern.MatchString(a.Name) {
 			v.add(key+".name", "must be lower-case letters, digits, - or _ (got %q)", a.Name)

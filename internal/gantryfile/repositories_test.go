@@ -62,6 +62,16 @@ func TestAccountThresholdsDefaultToOneVote(t *testing.T) {
 	accounts := f.Repositories[0].Accounts
 	require.Equal(t, [2]int{1, 1}, [2]int{accounts[0].MinApprovals, accounts[0].MinRejections}, "left out: one approval applies, one rejection stops")
 	require.Equal(t, [2]int{2, 1}, [2]int{accounts[1].MinApprovals, accounts[1].MinRejections})
+
+	// Written through an anchor and an alias, the thresholds are the ones written.
+	anchored := "repositories:\n  - name: r\n    url: /srv/r.git\n    webhook_secret_env: HOOK_SECRET\n" +
+		"    accounts:\n      - &prod {name: a, path: x/, voters: [a@example.com, b@example.com], min_approvals: 2, min_rejections: 2}\n" +
+		"  - name: s\n    url: /srv/s.git\n    webhook_secret_env: HOOK_SECRET\n    accounts:\n      - *prod\n"
+	f, err = gantryfile.Parse("gantry.yaml", []byte(anchored), env("HOOK_SECRET"))
+	require.NoError(t, err)
+	for _, r := range f.Repositories {
+		require.Equal(t, [2]int{2, 2}, [2]int{r.Accounts[0].MinApprovals, r.Accounts[0].MinRejections}, r.Name)
+	}
 }
 
 func TestAnUnsetStatusTokenIsNoError(t *testing.T) {
