@@ -83,6 +83,11 @@ does not pass unnoticed.
 		if err != nil {
 			return err
 		}
+		// Through a symlink, the repository is the one the files are in,
+		// and the walk (which does not follow links) starts inside it.
+		if dir, err = filepath.EvalSymlinks(dir); err != nil {
+			return err
+		}
 		root := repositoryRoot(dir)
 		g, err := tgraph.Scan(root)
 		if err != nil {

@@ -110,6 +110,16 @@ func TestInfraGraphScansTheGitRepositoryAroundDIR(t *testing.T) {
 	})
 }
 
+func TestInfraGraphFollowsASymlinkedDIR(t *testing.T) {
+	t.Parallel()
+	repo := gitLayout(t)
+	link := filepath.Join(t.TempDir(), "live")
+	require.NoError(t, os.Symlink(filepath.Join(repo, "live"), link))
+	out, _, err := gantry(t, nil, "infra", "graph", link)
+	require.NoError(t, err)
+	require.Equal(t, "live/vpc\nlive/rds\tafter live/vpc\n", out, "the repository the files are in, named from its root")
+}
+
 func TestInfraGraphTakesAGitFileForARepository(t *testing.T) {
 	t.Parallel()
 	// A worktree's or submodule's .git is a file naming the real one.
