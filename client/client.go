@@ -129,11 +129,11 @@ type APIError struct {
 func (e *APIError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Message)
-	// The fields the message does not already tell (a one-field error's
-	// message names the field and the reason itself).
+	// The fields the message does not already tell: the server's one-field
+	// message is "invalid <field>: <reason>".
 	var extra []string
 	for k, why := range e.Fields {
-		if !strings.Contains(e.Message, k) || !strings.Contains(e.Message, why) {
+		if len(e.Fields) > 1 || e.Message != "invalid "+k+": "+why {
 			extra = append(extra, k+": "+why)
 		}
 	}

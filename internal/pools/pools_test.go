@@ -280,10 +280,28 @@ func TestAdmissionBoundsLeaseTransactions(t *testing.T) {
 		var a models.Allocation
 		require.NoError(t, f.db.Bun.NewSelect().Model(&a).Limit(1).Scan(ctx))
 
-		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		// The request has 5.2 s left; a turn must leave 5 s of it to the
+		// transaction, so it waits only 0.2 s.
+		short, cancel := context.WithTimeout(ctx, 5200*time.Millisecond)
 		defer cancel()
+		start := time.Now()
 		_, _, err := f.svc.Release(short, a.ID, "ci", models.EndedByClient, "success", "client:ci")
 		require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
+		require.Less(t, time.Since(start), 3*time.Second, "refused while the transaction would still have time, not at the deadline")
 		require.Equal(t, 6, f.count(t, `SELECT count(*) FROM allocations WHERE ended_at IS NULL`), "nothing released")
+
+		// With less than twice the reserve left, half of it is kept.
+		brief, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		start = time.Now()
+		_, _, err = f.svc.Release(brief, a.ID, "ci", models.EndedByClient, "success", "client:ci")
+		require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
+		require.Greater(t, time.Since(start), 500*time.Millisecond, "it waited for a turn")
+		require.Less(t, time.Since(start), 1500*time.Millisecond, "and kept half of the time for the transaction")
+
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		_, _, err = f.svc.Release(gone, a.ID, "ci", models.EndedByClient, "success", "client:ci")
+		require.ErrorIs(t, err, context.Canceled, "a caller that went away is not told the queue is full")
 	})
 }
