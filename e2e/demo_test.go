@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/playwright-community/playwright-go"
 	"github.com/stretchr/testify/require"
@@ -57,10 +58,17 @@ func TestDevDemo(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("executions-table")).ToContainText("voting"))
 	saveScreenshot(t, page, "demo-run")
 
-	// Environments: capacity per pool and the dirty queue.
-	open(t, page, baseURL+"/environments", 200)
+	// Environments: capacity per pool and the dirty queue. The demo's device
+	// turns dirty when its real cleanup job fails, soon after start.
+	dirty := false
+	for deadline := time.Now().Add(browserTimeout * time.Millisecond); !dirty && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		open(t, page, baseURL+"/environments", 200)
+		n, err := page.GetByTestId("dirty-row").Count()
+		require.NoError(t, err)
+		dirty = n > 0
+	}
+	require.True(t, dirty, "the demo's dirty device waits for a human")
 	require.NoError(t, expect.Locator(page.GetByTestId("capacity").First()).ToBeVisible())
-	require.NoError(t, expect.Locator(page.GetByTestId("dirty-row").First()).ToBeVisible(), "the demo's dirty device waits for a human")
 	saveScreenshot(t, page, "demo-environments")
 
 	code, err := p.stop(syscall.SIGINT, stopTimeout)

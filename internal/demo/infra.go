@@ -404,9 +404,11 @@ func (d *infraDemo) finishedRun() error {
 
 // runInProgress is the pull request being deployed now: an IAM change in
 // shared applied; in staging, the database's apply failed and what depends
-// on it was aborted; in prod the VPC is applied, the database's plan waits
-// for the demo approver, the CDN applies, monitoring plans, and the
-// instances wait for the database.
+// on it was aborted; in prod the VPC and the CDN are applied, monitoring had
+// no changes, the database's plan waits for the demo approver, and the
+// instances wait for the database. Nothing is left planning or applying: a
+// step under way needs its job, and the reconcile sweep would fail (rightly)
+// a step whose job is gone.
 func (d *infraDemo) runInProgress() error {
 	const start = 41.0
 	run, err := d.run(42, "Bigger prod database with a read replica; alarms for it", "db-replica", sha("42d9"), sha("9f3c42"), sha("a41c38"), start)
@@ -439,13 +441,15 @@ func (d *infraDemo) runInProgress() error {
 			plan: plan(run, "live/prod/cdn", []string{"aws_cloudfront_distribution.app: Refreshing state... [id=E1ACMEAPPDIST]"},
 				updateCDN("price_class", `"PriceClass_100"`, `"PriceClass_All"`), "Plan: 0 to add, 1 to change, 0 to destroy."),
 			votes:       []voteSpec{{Approver, "approve", "", 20.5}, {operator, "approve", "", 8.0}},
-			applyOutput: "aws_cloudfront_distribution.app: Modifying... [id=E1ACMEAPPDIST]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 10s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 1m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 3m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 5m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 7m50s elapsed]\n"},
+			applyOutput: "aws_cloudfront_distribution.app: Modifying... [id=E1ACMEAPPDIST]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 10s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 1m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 3m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 5m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 7m50s elapsed]\n" +
+				apply([]string{"aws_cloudfront_distribution.app: Modifications complete after 8m12s [id=E1ACMEAPPDIST]"}, "0 added, 1 changed, 0 destroyed"),
+			ended: 0.6},
 		{path: "live/prod/rds", account: "prod", deps: []string{"live/prod/vpc"}, started: 2.3, planned: 1.2,
 			plan: plan(run, "live/prod/rds", []string{"aws_db_subnet_group.main: Refreshing state... [id=prod-main]", "aws_db_instance.main: Refreshing state... [id=prod-main]"},
 				resizeDB("prod-main", "db.r6g.large", "db.r6g.xlarge", true), "Plan: 1 to add, 1 to change, 0 to destroy."),
 			votes: []voteSpec{{operator, "approve", "Replica sized like the primary; fine by me.", 0.4}}},
-		{path: "live/prod/monitoring", account: "prod", deps: []string{"live/prod/vpc"}, started: 2.3,
-			plan: initOutput(run, "live/prod/monitoring") + "aws_sns_topic.alarms: Refreshing state... [id=arn:aws:sns:eu-west-1:210987654321:prod-alarms]\naws_cloudwatch_metric_alarm.rds_cpu: Refreshing state... [id=prod-main-cpu]\n"},
+		{path: "live/prod/monitoring", account: "prod", deps: []string{"live/prod/vpc"}, started: 2.3, planned: 1.9, noChanges: true, ended: 1.9,
+			plan: initOutput(run, "live/prod/monitoring") + "aws_sns_topic.alarms: Refreshing state... [id=arn:aws:sns:eu-west-1:210987654321:prod-alarms]\naws_cloudwatch_metric_alarm.rds_cpu: Refreshing state... [id=prod-main-cpu]\n\nNo changes. Your infrastructure matches the configuration.\n"},
 		{path: "live/prod/ec2", account: "prod", deps: []string{"live/prod/rds"}},
 	}
 	for _, s := range specs {
