@@ -440,7 +440,7 @@ func (d *infraDemo) runInProgress() error {
 		{path: "live/prod/cdn", account: "prod", started: 36.2, planned: 33.6,
 			plan: plan(run, "live/prod/cdn", []string{"aws_cloudfront_distribution.app: Refreshing state... [id=E1ACMEAPPDIST]"},
 				updateCDN("price_class", `"PriceClass_100"`, `"PriceClass_All"`), "Plan: 0 to add, 1 to change, 0 to destroy."),
-			votes:       []voteSpec{{Approver, "approve", "", 20.5}, {operator, "approve", "", 8.0}},
+			votes: []voteSpec{{Approver, "approve", "", 20.5}, {operator, "approve", "", 8.0}},
 			applyOutput: "aws_cloudfront_distribution.app: Modifying... [id=E1ACMEAPPDIST]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 10s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 1m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 3m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 5m0s elapsed]\naws_cloudfront_distribution.app: Still modifying... [id=E1ACMEAPPDIST, 7m50s elapsed]\n" +
 				apply([]string{"aws_cloudfront_distribution.app: Modifications complete after 8m12s [id=E1ACMEAPPDIST]"}, "0 added, 1 changed, 0 destroyed"),
 			ended: 0.6},
