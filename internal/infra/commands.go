@@ -50,6 +50,17 @@ type ran struct {
 	Init bool
 }
 
+// mainExit is the main command's exit code, nil when it did not run because
+// the init failed: an init's exit code stored as the plan's would read as
+// "changes" (2) or "no changes" (0) to whoever reads the API.
+func (r ran) mainExit() *int {
+	if r.Init {
+		return nil
+	}
+	exit := r.ExitCode
+	return &exit
+}
+
 // run checks the commit out into ws, then runs the unit's commands in it
 // (runIn) within the command timeout.
 func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner.Sink) (ran, error) {

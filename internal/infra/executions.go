@@ -61,8 +61,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		if x, err = models.ExecutionByID(ctx, tx, id); err != nil || x.Status != models.ExecRunning || x.Step != models.StepPlanning {
 			return err
 		}
-		exit := res.ExitCode
-		x.PlanExitCode = &exit
+		x.PlanExitCode = res.mainExit()
 		switch {
 		case !ok:
 			return s.finish(ctx, tx, run, x, false, failure("plan", res, runErr), "gantry")
@@ -266,8 +265,7 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		if x, err = models.ExecutionByID(ctx, tx, id); err != nil || x.Status != models.ExecRunning || x.Step != models.StepApplying {
 			return err
 		}
-		exit := res.ExitCode
-		x.ApplyExitCode = &exit
+		x.ApplyExitCode = res.mainExit()
 		if runErr != nil || !res.Success() {
 			return s.finish(ctx, tx, run, x, false, failure("apply", res, runErr), "gantry")
 		}

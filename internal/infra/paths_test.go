@@ -336,6 +336,8 @@ func TestFailedCommand_namesTheStepThatFailed(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.want, plan.Error)
 			require.Contains(t, plan.Output, tc.output)
+			initFailed := strings.HasPrefix(tc.want, "init")
+			require.Equal(t, initFailed, plan.ExitCode == nil, "a plan that never ran has no exit code of its own")
 			require.Equal(t, tc.want, b.logError(t, infra.PlanTarget(plans[0].ID), infra.EventPlanFailed))
 
 			_, run := b.merge(t, p)
@@ -343,6 +345,7 @@ func TestFailedCommand_namesTheStepThatFailed(t *testing.T) {
 			x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
 			require.Equal(t, tc.want, x.Error)
 			require.Contains(t, x.PlanOutput, tc.output)
+			require.Equal(t, initFailed, x.PlanExitCode == nil)
 			require.Equal(t, tc.want, b.logError(t, infra.ExecutionTarget(x.ExecutionID), infra.EventExecutionFailed))
 		})
 	}

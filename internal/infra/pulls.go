@@ -185,8 +185,7 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64, generation int) e
 	}
 	ok, changes := planOutcome(repo.PlanCommand, res, runErr)
 	s.Metrics.command("pr_plan", ok, time.Since(began))
-	exit := res.ExitCode
-	p.ExitCode, p.HasChanges = &exit, &changes
+	p.ExitCode, p.HasChanges = res.mainExit(), &changes
 	p.Status, p.Error = models.PlanSucceeded, ""
 	if !ok {
 		p.Status, p.Error = models.PlanFailed, failure("plan", res, runErr)
