@@ -60,7 +60,7 @@ type Service struct {
 }
 
 // admissionReserve is the time a turn must leave for the transaction itself
-// before the caller's deadline (half of what is left, when that is less): a
+// before the caller's deadline (or half the time left, if that is shorter): a
 // turn that came with milliseconds to spare would revoke credentials and
 // then fail to commit, or commit a lease whose answer never arrives.
 const admissionReserve = 5 * time.Second
