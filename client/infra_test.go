@@ -16,6 +16,7 @@ import (
 
 	"github.com/gantryhq/gantry/client"
 	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
@@ -388,5 +389,24 @@ func TestDependencyOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, ids(client.DependencyOrder(tc.in)))
 		})
+	}
+}
+
+// TestStatusesAreTheServers: the client restates the API's status, step and
+// decision words so that CI code needs no server packages; they must stay
+// the server's.
+func TestStatusesAreTheServers(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{
+		{client.RunQueued, models.RunQueued}, {client.RunScanning, models.RunScanning}, {client.RunRunning, models.RunRunning},
+		{client.RunSucceeded, models.RunSucceeded}, {client.RunFailed, models.RunFailed},
+		{client.ExecWaiting, models.ExecWaiting}, {client.ExecRunning, models.ExecRunning}, {client.ExecSucceeded, models.ExecSucceeded},
+		{client.ExecFailed, models.ExecFailed}, {client.ExecAborted, models.ExecAborted},
+		{client.StepPlanning, models.StepPlanning}, {client.StepVoting, models.StepVoting}, {client.StepApplying, models.StepApplying},
+		{client.Approve, string(approval.Approve)}, {client.Reject, string(approval.Reject)},
+		{client.ApprovalPending, string(approval.Pending)}, {client.ApprovalApproved, string(approval.Approved)},
+		{client.ApprovalRejected, string(approval.Rejected)},
+	} {
+		require.Equal(t, pair[1], pair[0])
 	}
 }
