@@ -1,6 +1,6 @@
 // Package jobs holds Gantry's background work as River jobs: one file per job
-// kind (its Args and its Worker), the registry of workers and periodic jobs,
-// and the two River clients a process needs.
+// kind (its Args and its Worker), each area's list of kinds (Area, in the
+// area's own file), and the two River clients a process needs.
 package jobs
 
 import (
@@ -17,61 +17,58 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// Queues, one per area, so a slow area cannot starve another.
-const (
-	QueueDefault      = river.QueueDefault
-	QueueMaintenance  = "maintenance"
-	QueueInfra        = "infra"
-	QueueEnvironments = "environments"
-	QueueDaemons      = "daemons"
-	QueueModules      = "modules"
-	QueuePipelines    = "pipelines"
-)
-
-// AllQueues lists every queue a worker process works.
-var AllQueues = []string{QueueDefault, QueueMaintenance, QueueInfra, QueueEnvironments, QueueDaemons, QueueModules, QueuePipelines}
-
-// Deps are what workers need; each worker takes only its part of it.
-type Deps struct {
+// SharedDeps are what the jobs that belong to no area need.
+type SharedDeps struct {
 	DB     *models.DB
 	Logger *slog.Logger
-	Pools  EnvironmentPools
-	Infra  Infra
 }
 
-// ClientOptions says whether this process works jobs and how many at once.
+// ClientOptions says whether this process works jobs and how.
 type ClientOptions struct {
 	Work        bool // false: the client only lists, retries and cancels jobs (web-only processes)
-	Concurrency int  // jobs per queue
+	Concurrency int  // jobs per queue, unless the area's queue says otherwise
 	Logger      *slog.Logger
+	// FetchPollInterval, when set, is every queue's poll: test harnesses
+	// shorten it so a job inserted without a notification runs soon.
+	FetchPollInterval time.Duration
+	// SkipPeriodic leaves the areas' sweeps out (test harnesses run them
+	// when a test asks).
+	SkipPeriodic bool
 }
 
-// NewClient builds the River client over the process's pgx pool. It works
-// jobs only when opts.Work; otherwise it serves the admin jobs page.
-func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
+// NewClient builds the River client over the process's pgx pool with the
+// jobs of every area. It works jobs only when opts.Work; otherwise it
+// serves the admin jobs page.
+func NewClient(deps SharedDeps, areas []Area, opts ClientOptions) (*river.Client[pgx.Tx], error) {
+	all := append([]Area{sharedArea(deps)}, areas...)
+	workers := river.NewWorkers()
+	rescue := 2 * time.Hour
+	for _, a := range all {
+		if a.AddWorkers != nil {
+			a.AddWorkers(workers)
+		}
+		// Later than any job may legitimately run, so a long apply is never
+		// run twice at once.
+		rescue = max(rescue, a.LongestJob+30*time.Minute)
+	}
 	cfg := &river.Config{
 		Logger:               riverLogger(opts.Logger),
-		Workers:              NewWorkers(deps),
+		Workers:              workers,
 		JobTimeout:           time.Hour, // terraform applies can be long; each kind narrows it with Timeout()
-		RescueStuckJobsAfter: rescueAfter(deps),
+		RescueStuckJobsAfter: rescue,
 		MaxAttempts:          10,
 		ErrorHandler:         &errorHandler{logger: opts.Logger},
 	}
 	if opts.Work {
-		cfg.Queues = make(map[string]river.QueueConfig, len(AllQueues))
-		for _, q := range AllQueues {
-			cfg.Queues[q] = river.QueueConfig{MaxWorkers: opts.Concurrency}
+		cfg.Queues = map[string]river.QueueConfig{QueueDefault: queueConfig(QueueConfig{Name: QueueDefault}, opts)}
+		for _, a := range all {
+			cfg.Queues[a.Queue.Name] = queueConfig(a.Queue, opts)
+			// Periodic jobs are enqueued only by River's elected leader, so
+			// any number of worker processes run each sweep once.
+			if !opts.SkipPeriodic {
+				cfg.PeriodicJobs = append(cfg.PeriodicJobs, a.Periodic...)
+			}
 		}
-		// An execution's plan job is inserted the moment its last dependency
-		// succeeds. River sends at most one insert notification per queue
-		// per FetchCooldown, so a job inserted right after another waits for
-		// the next poll: a short poll keeps each step of a run under a fifth
-		// of a second instead of a second, and a short cooldown lets a
-		// notified job be fetched at once (docs/performance.md).
-		cfg.Queues[QueueInfra] = river.QueueConfig{MaxWorkers: opts.Concurrency, FetchPollInterval: InfraPollInterval, FetchCooldown: InfraFetchCooldown}
-		// Periodic jobs are enqueued only by River's elected leader, so any
-		// number of worker processes run each sweep once.
-		cfg.PeriodicJobs = PeriodicJobs()
 	}
 	client, err := river.NewClient(riverpgxv5.New(deps.DB.Pool), cfg)
 	if err != nil {
@@ -80,24 +77,28 @@ func NewClient(deps Deps, opts ClientOptions) (*river.Client[pgx.Tx], error) {
 	return client, nil
 }
 
-// InfraPollInterval is how often a worker looks for infra jobs it was not
-// notified of: one small indexed query per worker process each time.
-// InfraFetchCooldown is the least time between two fetches of the queue,
-// so a job notified just after a fetch waits little.
-const (
-	InfraPollInterval  = 200 * time.Millisecond
-	InfraFetchCooldown = 20 * time.Millisecond
-)
-
-// rescueAfter is when River takes a job still running for lost (its
-// process died) and runs it again: later than any job may legitimately run,
-// so a long apply is never run twice at once.
-func rescueAfter(deps Deps) time.Duration {
-	d := 2 * time.Hour
-	if deps.Infra != nil {
-		d = max(d, deps.Infra.JobTimeout()+30*time.Minute)
+// QueueNames are the queues a worker process with these areas works.
+func QueueNames(areas []Area) []string {
+	names := []string{QueueDefault, QueueMaintenance}
+	for _, a := range areas {
+		names = append(names, a.Queue.Name)
 	}
-	return d
+	return names
+}
+
+func queueConfig(q QueueConfig, opts ClientOptions) river.QueueConfig {
+	c := river.QueueConfig{MaxWorkers: q.MaxWorkers, FetchPollInterval: q.FetchPollInterval, FetchCooldown: q.FetchCooldown}
+	if c.MaxWorkers == 0 {
+		c.MaxWorkers = opts.Concurrency
+	}
+	if opts.FetchPollInterval > 0 && (c.FetchPollInterval == 0 || opts.FetchPollInterval < c.FetchPollInterval) {
+		c.FetchPollInterval = opts.FetchPollInterval
+		c.FetchCooldown = min(c.FetchCooldown, opts.FetchPollInterval)
+		if c.FetchCooldown == 0 {
+			c.FetchCooldown = opts.FetchPollInterval / 2
+		}
+	}
+	return c
 }
 
 // River logs routine events at info; Gantry's operators want only problems.

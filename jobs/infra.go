@@ -57,6 +57,46 @@ func orGiveUp(ctx context.Context, infra Infra, job *rivertype.JobRow, what Give
 	return err
 }
 
+// QueueInfra is the infrastructure area's queue.
+const QueueInfra = "infra"
+
+// An execution's plan job is inserted the moment its last dependency
+// succeeds. River sends at most one insert notification per queue per
+// FetchCooldown, so a job inserted right after another waits for the next
+// poll: a short poll keeps each step of a run under a fifth of a second
+// instead of a second, and a short cooldown lets a notified job be fetched
+// at once (docs/performance.md). InfraPollInterval costs one small indexed
+// query per worker process each time.
+const (
+	InfraPollInterval  = 200 * time.Millisecond
+	InfraFetchCooldown = 20 * time.Millisecond
+)
+
+// InfraArea is the infrastructure area's background work.
+func InfraArea(infra Infra) Area {
+	return Area{
+		Queue: QueueConfig{Name: QueueInfra, FetchPollInterval: InfraPollInterval, FetchCooldown: InfraFetchCooldown},
+		AddWorkers: func(w *river.Workers) {
+			river.AddWorker(w, &HandleDeliveryWorker{Infra: infra})
+			river.AddWorker(w, &PlanPullRequestWorker{Infra: infra})
+			river.AddWorker(w, &RunPRPlanWorker{Infra: infra})
+			river.AddWorker(w, &StartRunWorker{Infra: infra})
+			river.AddWorker(w, &PlanExecutionWorker{Infra: infra})
+			river.AddWorker(w, &RequestVoteWorker{Infra: infra})
+			river.AddWorker(w, &ApplyExecutionWorker{Infra: infra})
+			river.AddWorker(w, &PostStatusWorker{Infra: infra})
+			river.AddWorker(w, &RefreshMergeLockWorker{Infra: infra})
+			river.AddWorker(w, &ReconcileInfraWorker{Infra: infra})
+		},
+		Periodic: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) { return ReconcileInfraArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "reconcile_infra", RunOnStart: true}),
+		},
+		LongestJob: infra.JobTimeout(),
+	}
+}
+
 func infraOpts(maxAttempts int) river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: maxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }

@@ -15,6 +15,10 @@ type HandleDeliveryArgs struct {
 func (HandleDeliveryArgs) Kind() string                 { return "github_delivery" }
 func (HandleDeliveryArgs) InsertOpts() river.InsertOpts { return infraOpts(10) }
 
+// HandleDeliveryWorker is idempotent: the delivery is a stored row read
+// again on every attempt, a pull request's update applies only when newer
+// than the stored one (UpsertPullRequest), and the jobs it starts are unique
+// by their arguments.
 type HandleDeliveryWorker struct {
 	river.WorkerDefaults[HandleDeliveryArgs]
 	Infra Infra

@@ -15,6 +15,10 @@ type PlanExecutionArgs struct {
 func (PlanExecutionArgs) Kind() string                 { return "plan_execution" }
 func (PlanExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
 
+// PlanExecutionWorker is idempotent: it works only an execution that is
+// running at the planning step; a retry plans again from scratch (a plan
+// changes nothing) and the outcome is recorded under the run's lock only
+// while the execution is still planning.
 type PlanExecutionWorker struct {
 	river.WorkerDefaults[PlanExecutionArgs]
 	Infra Infra
@@ -37,6 +41,9 @@ type RequestVoteArgs struct {
 func (RequestVoteArgs) Kind() string                 { return "request_vote" }
 func (RequestVoteArgs) InsertOpts() river.InsertOpts { return infraOpts(10) }
 
+// RequestVoteWorker sends at least once: nothing is sent once the
+// execution is decided or aborted, and a retry after a sent mail may send it
+// again (better twice than never); the link it carries is the same vote.
 type RequestVoteWorker struct {
 	river.WorkerDefaults[RequestVoteArgs]
 	Infra Infra
@@ -57,6 +64,9 @@ type ApplyExecutionArgs struct {
 func (ApplyExecutionArgs) Kind() string                 { return "apply_execution" }
 func (ApplyExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
 
+// ApplyExecutionWorker is idempotent as far as terraform allows: it applies
+// only an execution still at the applying step, under the run's lock, and
+// always the saved plan, which terraform refuses once state moved on.
 type ApplyExecutionWorker struct {
 	river.WorkerDefaults[ApplyExecutionArgs]
 	Infra Infra

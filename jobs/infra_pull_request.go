@@ -22,6 +22,8 @@ func (PlanPullRequestArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 5}
 }
 
+// PlanPullRequestWorker is idempotent: it plans only while the pull request
+// is open at the same head, and the plans it records are keyed by head.
 type PlanPullRequestWorker struct {
 	river.WorkerDefaults[PlanPullRequestArgs]
 	Infra Infra
@@ -42,6 +44,9 @@ type RunPRPlanArgs struct {
 func (RunPRPlanArgs) Kind() string                 { return "run_pr_plan" }
 func (RunPRPlanArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
 
+// RunPRPlanWorker is idempotent: a plan starts only at its generation
+// (StartPRPlan's conditional update); a superseded or finished plan is left
+// alone.
 type RunPRPlanWorker struct {
 	river.WorkerDefaults[RunPRPlanArgs]
 	Infra Infra

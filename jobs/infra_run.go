@@ -22,6 +22,9 @@ func (StartRunArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 5}
 }
 
+// StartRunWorker is idempotent: only a queued run (or this job's own
+// scanning one) is started, under the run's and repository's row locks, and
+// the merge lock is taken by a conditional insert.
 type StartRunWorker struct {
 	river.WorkerDefaults[StartRunArgs]
 	Infra Infra

@@ -36,6 +36,8 @@ func (PostStatusArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 8}
 }
 
+// PostStatusWorker is idempotent: the state is worked out from the rows when
+// sent, so a retry posts the current state, never an older one over it.
 type PostStatusWorker struct {
 	river.WorkerDefaults[PostStatusArgs]
 	Infra Infra
@@ -56,6 +58,8 @@ func (RefreshMergeLockArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 8}
 }
 
+// RefreshMergeLockWorker is idempotent: it posts the lock's current state on
+// every open head; posting it twice changes nothing on GitHub.
 type RefreshMergeLockWorker struct {
 	river.WorkerDefaults[RefreshMergeLockArgs]
 	Infra Infra

@@ -13,9 +13,17 @@ type Page struct {
 	CSRF  string
 	Path  string
 	Flash *Flash
+	// Nav lists the areas, in the order the application lists them.
+	Nav []NavItem
 	// DevMailbox says the dev mailbox page exists (gantry dev only), so the
 	// navigation links to it.
 	DevMailbox bool
+}
+
+// NavItem is one link of the navigation.
+type NavItem struct {
+	Href  string
+	Label string
 }
 
 // User is the signed-in person, as pages need them.

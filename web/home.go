@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,13 +12,23 @@ import (
 	"github.com/gantryhq/gantry/views/pages/home"
 )
 
-var homeCards = []home.Card{
-	{Href: "/infra", Title: "Infrastructure", Body: "Terragrunt plans per pull request; dependency-ordered applies after merge, with votes."},
-	{Href: "/environments", Title: "Environments", Body: "Lease test environments to CI with temporary credentials; cleaned after use."},
-	{Href: "/daemons", Title: "Daemons", Body: "One task on every instance, rolled out safely and kept alive."},
-	{Href: "/modules", Title: "Modules", Body: "Resource graphs planned before they are applied, through plugins."},
-	{Href: "/pipelines", Title: "Pipelines", Body: "Releases moved stage by stage by reading the deployment log."},
-	{Href: "/log", Title: "Deployment log", Body: "Every action of every area, append-only, filterable and live."},
+var logCard = home.Card{Href: "/log", Title: "Deployment log", Body: "Every action of every area, append-only, filterable and live."}
+
+// homeCards are the areas' cards, with their live summaries, then the log's.
+func (s *Server) homeCards(ctx context.Context) []home.Card {
+	cards := make([]home.Card, 0, len(s.Areas)+1)
+	for _, a := range s.Areas {
+		c := home.Card{Href: a.Path, Title: a.Title, Body: a.Blurb}
+		if a.Summary != nil {
+			if line, err := a.Summary(ctx); err == nil {
+				c.Summary = line
+			} else {
+				s.Logger.WarnContext(ctx, "home page: an area's summary failed", "area", a.Name, "error", err)
+			}
+		}
+		cards = append(cards, c)
+	}
+	return append(cards, logCard)
 }
 
 func (s *Server) home(c echo.Context) error {
@@ -42,7 +53,7 @@ func (s *Server) home(c echo.Context) error {
 		}
 	}
 	counts := fmt.Sprintf("%s · %d of your API tokens active", plural(int(users), "user", "users"), active)
-	v := home.View{Greeting: "Hello, " + p.User.Name, Cards: homeCards, Recent: logRows(recent), Counts: counts}
+	v := home.View{Greeting: "Hello, " + p.User.Name, Cards: s.homeCards(ctx), Recent: logRows(recent), Counts: counts}
 	return s.render(c, http.StatusOK, home.Page(v))
 }
 

@@ -1,23 +1,59 @@
 package web
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/models"
 )
 
-// The infrastructure area's machine endpoints: GitHub's webhook and the
-// JSON API for runs, executions and votes (a bot votes with a token of
-// scope vote). Its pages are in infra_pages.go.
+// InfraArea is the infrastructure area (seed 000) on the web: repositories,
+// pull requests and their plans, runs with their execution graph,
+// executions with live output and votes; GitHub's webhook and the JSON API
+// for runs, executions and votes (a bot votes with a token of scope vote).
+// The machine endpoints are in this file, the pages in infra_pages.go.
+func InfraArea() Area {
+	return Area{
+		Name: "infra", Title: "Infrastructure", Path: "/infra",
+		Blurb: "Terragrunt plans per pull request; dependency-ordered applies after merge, with votes.",
+		Routes: func(r *Router) {
+			s := r.s
+			viewer, operator, approver := models.RoleViewer, models.RoleOperator, models.RoleApprover
+			// The output tails are JSON for the pages' own script.
+			r.Page(http.MethodGet, "/infra", s.infraPage, viewer)
+			r.Page(http.MethodGet, "/infra/runs", s.runsPage, viewer)
+			r.Page(http.MethodGet, "/infra/runs/:id", s.runPage, viewer)
+			r.Page(http.MethodPost, "/infra/runs/:id/abort", s.abortRunForm, operator)
+			r.Page(http.MethodGet, "/infra/executions/:execution_id", s.executionPage, viewer)
+			r.Page(http.MethodGet, "/infra/executions/:execution_id/output", s.executionOutputTail, viewer)
+			r.Page(http.MethodPost, "/infra/executions/:execution_id/vote", s.voteForm, approver)
+			r.Page(http.MethodGet, "/infra/plans/:id", s.planPage, viewer)
+			r.Page(http.MethodGet, "/infra/plans/:id/output", s.planOutputTail, viewer)
+			r.Page(http.MethodGet, "/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
+
+			r.API(http.MethodGet, "/infra/repositories", s.apiRepositories, viewer, auth.ScopeRead)
+			r.API(http.MethodGet, "/infra/runs", s.apiListRuns, viewer, auth.ScopeRead)
+			r.API(http.MethodGet, "/infra/runs/:id", s.apiGetRun, viewer, auth.ScopeRead)
+			r.API(http.MethodPost, "/infra/runs/:id/abort", s.apiAbortRun, operator, auth.ScopeWrite)
+			r.API(http.MethodGet, "/infra/executions/:execution_id", s.apiGetExecution, viewer, auth.ScopeRead)
+			r.API(http.MethodPost, "/infra/executions/:execution_id/votes", s.apiVote, approver, auth.ScopeVote)
+
+			// GitHub's deliveries: authenticated by their signature, not a session.
+			r.Public(http.MethodPost, webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
+		},
+	}
+}
 
 const (
 	webhookPath = "/webhooks/github"

@@ -574,7 +574,7 @@ func TestInfraPagesWithNothingConfigured(t *testing.T) {
 	status, page, _ := br.get(t, "/infra")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, page, `data-testid="empty-infra"`)
-	require.Contains(t, page, `data-testid="webhook-url">http://localhost:8080/webhooks/github`)
+	require.Contains(t, page, `data-testid="webhook-url">`+servertest.BaseURL+`/webhooks/github`)
 	require.Contains(t, page, "application/json")
 	require.Contains(t, page, "webhook_secret_env")
 	require.Contains(t, page, "Pull requests")

@@ -29,7 +29,7 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 
 // pageState gathers what the layout shows about this request.
 func (s *Server) pageState(c echo.Context) views.Page {
-	p := views.Page{Path: c.Request().URL.Path, Flash: s.takeFlash(c), DevMailbox: s.Mailbox != nil}
+	p := views.Page{Path: c.Request().URL.Path, Flash: s.takeFlash(c), Nav: s.nav(), DevMailbox: s.Mailbox != nil}
 	if token, ok := c.Get(middleware.DefaultCSRFConfig.ContextKey).(string); ok {
 		p.CSRF = token
 	}

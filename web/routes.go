@@ -1,20 +1,16 @@
 package web
 
 import (
-	"fmt"
-
-	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
-
 	"github.com/gantryhq/gantry/assets"
 	"github.com/gantryhq/gantry/internal/auth"
-	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/models"
 )
 
-// routes is every URL Gantry answers, grouped by area, with who may call it:
-// page(role) for browser pages (redirects to sign-in), api(role, scope) for
-// the JSON API (a token needs the scope too; a session needs only the role).
+// routes is every URL Gantry answers with who may call it: page(role) for
+// browser pages (redirects to sign-in), api(role, scope) for the JSON API (a
+// token needs the scope too; a session needs only the role). The URLs shared
+// by every area are here; each area's are at the top of its handler file
+// (its Area's Routes), registered at the end in the navigation's order.
 func (s *Server) routes() {
 	e := s.echo
 	s.middleware()
@@ -35,31 +31,9 @@ func (s *Server) routes() {
 	e.GET("/", s.home, viewer)
 	e.GET("/log", s.logPage, viewer)
 	e.GET("/log/stream", s.logStream, viewer)
-	e.GET("/environments", s.environmentsPage, viewer)
-	e.GET("/environments/allocations", s.allocationHistoryPage, viewer)
-	e.GET("/environments/:id", s.environmentPage, viewer)
-	e.POST("/environments/:id/retry-cleanup", s.retryCleanupForm, s.page(models.RoleOperator))
-	e.POST("/environments/:id/mark-clean", s.markCleanForm, s.page(models.RoleOperator))
-	e.GET("/daemons", s.areaPage(areaDaemons), viewer)
-	e.GET("/modules", s.areaPage(areaModules), viewer)
-	e.GET("/pipelines", s.areaPage(areaPipelines), viewer)
 	e.GET("/tokens", s.tokensPage, viewer)
 	e.POST("/tokens", s.createTokenForm, viewer)
 	e.POST("/tokens/:id/revoke", s.revokeTokenForm, viewer)
-
-	// Infrastructure (seed 000): repositories, pull requests and their plans,
-	// runs with their execution graph, executions with live output and votes.
-	// The output tails are JSON for the pages' own script.
-	e.GET("/infra", s.infraPage, viewer)
-	e.GET("/infra/runs", s.runsPage, viewer)
-	e.GET("/infra/runs/:id", s.runPage, viewer)
-	e.POST("/infra/runs/:id/abort", s.abortRunForm, s.page(models.RoleOperator))
-	e.GET("/infra/executions/:execution_id", s.executionPage, viewer)
-	e.GET("/infra/executions/:execution_id/output", s.executionOutputTail, viewer)
-	e.POST("/infra/executions/:execution_id/vote", s.voteForm, s.page(models.RoleApprover))
-	e.GET("/infra/plans/:id", s.planPage, viewer)
-	e.GET("/infra/plans/:id/output", s.planOutputTail, viewer)
-	e.GET("/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
 
 	// Approvals: what waits for the signed-in user's vote, and the emailed
 	// voting link, which needs no sign-in: its signed token is the credential.
@@ -89,19 +63,6 @@ func (s *Server) routes() {
 	admin.Any("/river", s.riverUI)
 	admin.Any("/river/*", s.riverUI)
 
-	// Environment pools: seed 001's routes, and the same under /api/v1.
-	for _, g := range []*echo.Group{e.Group(""), e.Group("/api/v1")} {
-		g.POST("/allocations", s.allocate, s.leaseClient)
-		g.GET("/allocations", s.listAllocations, s.leaseReader)
-		g.GET("/allocations/:id", s.getAllocation, s.leaseReader)
-		g.DELETE("/allocations/:id", s.releaseAllocation, s.leaseClient)
-		g.POST("/allocations/:id/extend", s.extendAllocation, s.leaseClient)
-		g.GET("/pools", s.listPools, s.leaseReader)
-	}
-
-	// GitHub's deliveries: authenticated by their signature, not a session.
-	e.POST(webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
-
 	// JSON API.
 	v1 := e.Group("/api/v1", s.apiRateLimit())
 	v1.GET("/me", s.apiMe, s.api(models.RoleViewer, auth.ScopeRead))
@@ -116,12 +77,12 @@ func (s *Server) routes() {
 	v1.POST("/users", s.apiCreateUser, s.api(models.RoleAdmin, auth.ScopeAdmin))
 	v1.PATCH("/users/:id", s.apiUpdateUser, s.api(models.RoleAdmin, auth.ScopeAdmin))
 	v1.GET("/jobs", s.apiListJobs, s.api(models.RoleAdmin, auth.ScopeAdmin))
-	v1.GET("/infra/repositories", s.apiRepositories, s.api(models.RoleViewer, auth.ScopeRead))
-	v1.GET("/infra/runs", s.apiListRuns, s.api(models.RoleViewer, auth.ScopeRead))
-	v1.GET("/infra/runs/:id", s.apiGetRun, s.api(models.RoleViewer, auth.ScopeRead))
-	v1.POST("/infra/runs/:id/abort", s.apiAbortRun, s.api(models.RoleOperator, auth.ScopeWrite))
-	v1.GET("/infra/executions/:execution_id", s.apiGetExecution, s.api(models.RoleViewer, auth.ScopeRead))
-	v1.POST("/infra/executions/:execution_id/votes", s.apiVote, s.api(models.RoleApprover, auth.ScopeVote))
 	v1.GET("/approvals", s.apiApprovals, s.api(models.RoleViewer, auth.ScopeRead))
+
+	// Each area's pages and API, in the order of the navigation.
+	r := &Router{s: s, api: v1}
+	for _, a := range s.Areas {
+		a.Routes(r)
+	}
 	v1.Any("/*", s.apiNotFound)
 }

@@ -45,6 +45,8 @@ type Deps struct {
 	// Mailbox, under gantry dev, keeps every email for /dev/mailbox; nil
 	// leaves that page out.
 	Mailbox *devmail.Mailbox
+	// Areas are the areas' pages and API, in the navigation's order.
+	Areas []Area
 }
 
 // AWSIdentityVerifier checks a signed sts:GetCallerIdentity request and

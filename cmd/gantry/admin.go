@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/models"
 )
@@ -59,8 +60,8 @@ func (c *cli) userCreate() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer a.close()
-			u, err := access.CreateUser(cmd.Context(), a.db.Bun, in, cliActor())
+			defer a.Close()
+			u, err := access.CreateUser(cmd.Context(), a.DB.Bun, in, cliActor())
 			if err != nil {
 				return err
 			}
@@ -90,8 +91,8 @@ func (c *cli) userList() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		defer a.close()
-		users, err := models.ListUsers(cmd.Context(), a.db.Bun)
+		defer a.Close()
+		users, err := models.ListUsers(cmd.Context(), a.DB.Bun)
 		if err != nil {
 			return err
 		}
@@ -120,8 +121,8 @@ func (c *cli) userSetDisabled(disabled bool) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.onUser(cmd, args[0], func(a *app, u *models.User) error {
-				if err := access.SetDisabled(cmd.Context(), a.db.Bun, u.ID, disabled, cliActor()); err != nil {
+			return c.onUser(cmd, args[0], func(a *app.App, u *models.User) error {
+				if err := access.SetDisabled(cmd.Context(), a.DB.Bun, u.ID, disabled, cliActor()); err != nil {
 					return err
 				}
 				c.printf("%s %s\n", map[bool]string{true: "disabled", false: "enabled"}[disabled], u.Email)
@@ -135,8 +136,8 @@ func (c *cli) userRole() *cobra.Command {
 	return &cobra.Command{
 		Use: "role EMAIL ROLE", Short: "Change a user's role (viewer, approver, operator, admin)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.onUser(cmd, args[0], func(a *app, u *models.User) error {
-				if err := access.SetRole(cmd.Context(), a.db.Bun, u.ID, args[1], cliActor()); err != nil {
+			return c.onUser(cmd, args[0], func(a *app.App, u *models.User) error {
+				if err := access.SetRole(cmd.Context(), a.DB.Bun, u.ID, args[1], cliActor()); err != nil {
 					return err
 				}
 				c.printf("%s is now %s\n", u.Email, args[1])
@@ -150,12 +151,12 @@ func (c *cli) userPassword() *cobra.Command {
 	return &cobra.Command{
 		Use: "password EMAIL", Short: "Give a user a new generated password, printed once", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.onUser(cmd, args[0], func(a *app, u *models.User) error {
+			return c.onUser(cmd, args[0], func(a *app.App, u *models.User) error {
 				password, err := auth.NewPassword()
 				if err != nil {
 					return err
 				}
-				if err := access.SetPassword(cmd.Context(), a.db.Bun, u.ID, password, cliActor()); err != nil {
+				if err := access.SetPassword(cmd.Context(), a.DB.Bun, u.ID, password, cliActor()); err != nil {
 					return err
 				}
 				c.printf("new password for %s (shown only once): %s\n", u.Email, password)
@@ -166,12 +167,12 @@ func (c *cli) userPassword() *cobra.Command {
 }
 
 // onUser opens the database, finds the user with email and calls fn.
-func (c *cli) onUser(cmd *cobra.Command, email string, fn func(a *app, u *models.User) error) error {
+func (c *cli) onUser(cmd *cobra.Command, email string, fn func(a *app.App, u *models.User) error) error {
 	a, err := c.openForAdmin(cmd)
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer a.Close()
 	u, err := userByEmail(cmd, a, email)
 	if err != nil {
 		return err
@@ -179,8 +180,8 @@ func (c *cli) onUser(cmd *cobra.Command, email string, fn func(a *app, u *models
 	return fn(a, u)
 }
 
-func userByEmail(cmd *cobra.Command, a *app, email string) (*models.User, error) {
-	u, err := models.UserByEmail(cmd.Context(), a.db.Bun, email)
+func userByEmail(cmd *cobra.Command, a *app.App, email string) (*models.User, error) {
+	u, err := models.UserByEmail(cmd.Context(), a.DB.Bun, email)
 	if err == models.ErrNotFound {
 		return nil, fmt.Errorf("no user with email %s (gantry admin user list shows them)", email)
 	}
@@ -196,8 +197,8 @@ func (c *cli) tokenCreate() *cobra.Command {
 		Example: `  gantry admin token create --user ci@example.com --name github-actions --scopes read,write --expires 2160h`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.onUser(cmd, email, func(a *app, u *models.User) error {
-				secret, t, err := access.CreateToken(cmd.Context(), a.db.Bun, u, access.NewToken{Name: name, Scopes: strings.Split(scopes, ","), ExpiresIn: expires}, cliActor())
+			return c.onUser(cmd, email, func(a *app.App, u *models.User) error {
+				secret, t, err := access.CreateToken(cmd.Context(), a.DB.Bun, u, access.NewToken{Name: name, Scopes: strings.Split(scopes, ","), ExpiresIn: expires}, cliActor())
 				if err != nil {
 					return err
 				}
@@ -229,7 +230,7 @@ func (c *cli) tokenList() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		defer a.close()
+		defer a.Close()
 		var owner int64
 		if email != "" {
 			u, err := userByEmail(cmd, a, email)
@@ -238,7 +239,7 @@ func (c *cli) tokenList() *cobra.Command {
 			}
 			owner = u.ID
 		}
-		tokens, err := models.ListTokens(cmd.Context(), a.db.Bun, owner)
+		tokens, err := models.ListTokens(cmd.Context(), a.DB.Bun, owner)
 		if err != nil {
 			return err
 		}
@@ -278,8 +279,8 @@ func (c *cli) tokenRevoke() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer a.close()
-			if err := access.RevokeToken(cmd.Context(), a.db.Bun, id, 0, cliActor()); err != nil {
+			defer a.Close()
+			if err := access.RevokeToken(cmd.Context(), a.DB.Bun, id, 0, cliActor()); err != nil {
 				return err
 			}
 			c.printf("revoked token %d\n", id)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/app"
 )
 
 func (c *cli) configCommand() *cobra.Command {
@@ -29,7 +29,7 @@ it: at once when nothing holds it, after its allocation ends otherwise.`,
 			if cfg.ConfigFile == "" {
 				return fmt.Errorf("no configuration file: set GANTRY_CONFIG or pass --config")
 			}
-			f, err := gantryfile.Load(cfg.ConfigFile, func(name string) (string, bool) { v := c.getenv(name); return v, v != "" })
+			f, err := app.LoadConfig(cfg.ConfigFile, c.getenv, app.Areas())
 			if err != nil {
 				return err
 			}
@@ -44,29 +44,17 @@ it: at once when nothing holds it, after its allocation ends otherwise.`,
 			if err != nil {
 				return err
 			}
-			defer a.close()
-			if a.cfg.ConfigFile == "" {
+			defer a.Close()
+			if a.Config.ConfigFile == "" {
 				return fmt.Errorf("no configuration file: set GANTRY_CONFIG or pass --config")
 			}
-			res, err := a.applyConfig(cmd.Context())
+			changes, err := a.ApplyConfig(cmd.Context(), c.getenv)
 			if err != nil {
 				return err
 			}
-			c.printf("applied %s\n", a.cfg.ConfigFile)
-			for _, k := range res.Registered {
-				c.printf("  registered    %s\n", k)
-			}
-			for _, k := range res.Deregistering {
-				c.printf("  deregistering %s (leaves when its allocation ends)\n", k)
-			}
-			for _, k := range res.Deregistered {
-				c.printf("  deregistered  %s\n", k)
-			}
-			for _, r := range res.Repositories.Registered {
-				c.printf("  registered    repository %s\n", r)
-			}
-			for _, r := range res.Repositories.Removed {
-				c.printf("  removed       repository %s\n", r)
+			c.printf("applied %s\n", a.Config.ConfigFile)
+			for _, line := range changes {
+				c.printf("  %s\n", line)
 			}
 			return nil
 		},

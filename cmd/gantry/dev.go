@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/internal/auth"
-	"github.com/gantryhq/gantry/internal/demo"
 	"github.com/gantryhq/gantry/internal/devdb"
 	"github.com/gantryhq/gantry/models"
 )
@@ -47,7 +47,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	if err != nil {
 		return err
 	}
-	if err := checkConfigFile(cfg, c.getenv); err != nil {
+	if err := c.checkConfigFile(cfg); err != nil {
 		return err
 	}
 	if err := cfg.EnsureDevSecret(); err != nil {
@@ -83,12 +83,12 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		logger.Info("using the private database", "url", cfg.DatabaseURL)
 	}
 
-	a, err := openApp(ctx, cfg, logger, c.getenv, appOptions{devMailbox: true})
+	a, err := c.openApp(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
-	defer a.close()
-	applied, err := a.migrator.Up(ctx)
+	defer a.Close()
+	applied, err := a.Migrator.Up(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		return err
 	}
 	if loadDemo {
-		loaded, err := demo.Load(ctx, a.db.Bun, a.pools, a.infra)
+		loaded, err := a.LoadDemo(ctx)
 		if err != nil {
 			return fmt.Errorf("loading demo data: %w", err)
 		}
@@ -107,15 +107,15 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 			logger.Info("demo data loaded")
 		}
 	}
-	return a.serve(ctx, runOptions{web: true, workers: true, ready: func(addr string) {
+	return a.Serve(ctx, app.RunOptions{Web: true, Workers: true, Getenv: c.getenv, Ready: func(addr string) {
 		c.printf("Gantry is running at %s, listening on %s (Ctrl-C stops it)\n", cfg.BaseURL, addr)
 	}})
 }
 
 // ensureFirstAdmin creates admin@localhost.localdomain when there are no users at all and
 // prints its password, the only time it is ever shown.
-func (c *cli) ensureFirstAdmin(ctx context.Context, a *app) error {
-	n, err := models.CountUsers(ctx, a.db.Bun)
+func (c *cli) ensureFirstAdmin(ctx context.Context, a *app.App) error {
+	n, err := models.CountUsers(ctx, a.DB.Bun)
 	if err != nil || n > 0 {
 		return err
 	}
@@ -123,7 +123,7 @@ func (c *cli) ensureFirstAdmin(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	u, err := access.CreateUser(ctx, a.db.Bun, access.NewUser{Email: "admin@localhost.localdomain", Name: "Admin", Role: "admin", Password: password}, "gantry-dev")
+	u, err := access.CreateUser(ctx, a.DB.Bun, access.NewUser{Email: "admin@localhost.localdomain", Name: "Admin", Role: "admin", Password: password}, "gantry-dev")
 	if err != nil {
 		return err
 	}

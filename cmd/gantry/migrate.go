@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/migrations"
 )
 
@@ -25,8 +26,8 @@ from several processes at once is safe.`,
 			if err != nil {
 				return err
 			}
-			defer a.close()
-			applied, err := a.migrator.Up(cmd.Context())
+			defer a.Close()
+			applied, err := a.Migrator.Up(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -46,8 +47,8 @@ from several processes at once is safe.`,
 			if err != nil {
 				return err
 			}
-			defer a.close()
-			rolled, err := a.migrator.Down(cmd.Context())
+			defer a.Close()
+			rolled, err := a.Migrator.Down(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -72,8 +73,8 @@ from several processes at once is safe.`,
 		if err != nil {
 			return err
 		}
-		defer a.close()
-		st, err := a.migrator.Status(cmd.Context())
+		defer a.Close()
+		st, err := a.Migrator.Status(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -115,7 +116,7 @@ from several processes at once is safe.`,
 
 // openForAdmin connects for a one-off admin command: DATABASE_URL is needed,
 // the secret key is not.
-func (c *cli) openForAdmin(cmd *cobra.Command) (*app, error) {
+func (c *cli) openForAdmin(cmd *cobra.Command) (*app.App, error) {
 	cfg, err := c.config()
 	if err != nil {
 		return nil, err
@@ -123,5 +124,5 @@ func (c *cli) openForAdmin(cmd *cobra.Command) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, fmt.Errorf("DATABASE_URL is not set (for the database of gantry dev, start gantry dev and use the URL it logs)")
 	}
-	return openApp(cmd.Context(), cfg, newLogger(cfg, c.stderr), c.getenv)
+	return c.openApp(cmd.Context(), cfg, newLogger(cfg, c.stderr), false)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gantryhq/gantry/internal/app"
 )
 
 func (c *cli) serveCommand() *cobra.Command {
@@ -24,7 +26,7 @@ worker-only ones.`,
 			if noWeb && noWorkers {
 				return errors.New("--no-web and --no-workers together leave nothing to run")
 			}
-			return c.serve(cmd.Context(), runOptions{web: !noWeb, workers: !noWorkers})
+			return c.serve(cmd.Context(), app.RunOptions{Web: !noWeb, Workers: !noWorkers})
 		},
 	}
 	cmd.Flags().BoolVar(&noWeb, "no-web", false, "do not serve HTTP; only work jobs")
@@ -39,12 +41,12 @@ func (c *cli) workerCommand() *cobra.Command {
 		Short: "Work background jobs only (same as serve --no-web)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.serve(cmd.Context(), runOptions{workers: true})
+			return c.serve(cmd.Context(), app.RunOptions{Workers: true})
 		},
 	}
 }
 
-func (c *cli) serve(ctx context.Context, opts runOptions) error {
+func (c *cli) serve(ctx context.Context, opts app.RunOptions) error {
 	cfg, err := c.config()
 	if err != nil {
 		return err
@@ -52,16 +54,17 @@ func (c *cli) serve(ctx context.Context, opts runOptions) error {
 	if err := cfg.RequireServerSettings(); err != nil {
 		return err
 	}
-	if err := checkConfigFile(cfg, c.getenv); err != nil {
+	if err := c.checkConfigFile(cfg); err != nil {
 		return err
 	}
-	a, err := openApp(ctx, cfg, newLogger(cfg, c.stderr), c.getenv)
+	a, err := c.openApp(ctx, cfg, newLogger(cfg, c.stderr), false)
 	if err != nil {
 		return err
 	}
-	defer a.close()
-	if err := a.requireMigrated(ctx); err != nil {
+	defer a.Close()
+	if err := a.RequireMigrated(ctx); err != nil {
 		return err
 	}
-	return a.serve(ctx, opts)
+	opts.Getenv = c.getenv
+	return a.Serve(ctx, opts)
 }

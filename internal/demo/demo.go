@@ -21,6 +21,8 @@ import (
 const (
 	actor       = "gantry-demo"
 	loadedEvent = "demo-loaded"
+	// environmentsLoadedEvent marks the device farm as loaded.
+	environmentsLoadedEvent = "demo-environments-loaded"
 	// Password of the demo users; printed nowhere because it is in the docs.
 	Password = "demo-password-123"
 )
@@ -32,31 +34,31 @@ var People = []access.NewUser{
 	{Email: "vera.viewer@example.com", Name: "Vera Viewer", Role: "viewer", Password: Password},
 }
 
-// Load adds the demo data once; it reports false when it was already
-// there. The infrastructure part is added once on its own, so a database
-// loaded before it existed gets it too; its vote requests go out through
-// infraSvc (the dev mailbox under gantry dev), when given.
-func Load(ctx context.Context, db bun.IDB, pools *pools.Service, infraSvc *infra.Service) (bool, error) {
-	base, err := loadBase(ctx, db, pools)
-	if err != nil {
-		return false, err
-	}
+// Base adds the users, a token and a pipeline's log once; it reports false
+// when they were already there. The areas' demo data is added by the
+// areas (Environments, Infra), each once on its own, so a database loaded
+// before an area existed gets that area's data too.
+func Base(ctx context.Context, db bun.IDB) (bool, error) {
+	return loadBase(ctx, db)
+}
+
+// Infra adds the infrastructure demo once; its vote requests go out through
+// svc (the dev mailbox under gantry dev).
+func Infra(ctx context.Context, db bun.IDB, svc *infra.Service) (bool, error) {
 	loaded, voting, err := loadInfra(ctx, db)
 	if err != nil {
 		return false, fmt.Errorf("loading the infrastructure demo: %w", err)
 	}
-	if infraSvc != nil {
-		for _, id := range voting {
-			if err := infraSvc.RequestVote(ctx, id, Approver); err != nil {
-				return false, fmt.Errorf("mailing the demo vote request: %w", err)
-			}
+	for _, id := range voting {
+		if err := svc.RequestVote(ctx, id, Approver); err != nil {
+			return false, fmt.Errorf("mailing the demo vote request: %w", err)
 		}
 	}
-	return base || loaded, nil
+	return loaded, nil
 }
 
-// loadBase adds the users, a token, a pipeline's log and the device farm.
-func loadBase(ctx context.Context, db bun.IDB, pools *pools.Service) (bool, error) {
+// loadBase adds the users, a token and a pipeline's log.
+func loadBase(ctx context.Context, db bun.IDB) (bool, error) {
 	_, err := models.LatestRevision(ctx, db, "demo", loadedEvent)
 	if err == nil {
 		return false, nil
@@ -86,7 +88,7 @@ func loadBase(ctx context.Context, db bun.IDB, pools *pools.Service) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	return true, environments(ctx, pools)
+	return true, nil
 }
 
 // demoPools is a pool of test devices (kind slot): leasable on any machine,
@@ -107,8 +109,21 @@ environments:
   - {pool: device-farm, name: iphone-16, capabilities: {os: ios, version: "18"}}
 `
 
-// environments registers the device farm and leases from it: two devices in
-// use, one released (its cleanup fails, so it ends dirty), history behind.
+// Environments registers the device farm once and leases from it: two
+// devices in use, one released (its cleanup fails, so it ends dirty),
+// history behind.
+func Environments(ctx context.Context, db bun.IDB, svc *pools.Service) (bool, error) {
+	if _, err := models.LatestRevision(ctx, db, "demo", environmentsLoadedEvent); err == nil {
+		return false, nil
+	} else if !errors.Is(err, models.ErrNotFound) {
+		return false, err
+	}
+	if err := environments(ctx, svc); err != nil {
+		return false, err
+	}
+	return true, models.AppendLog(ctx, db, &models.LogEntry{TargetID: "demo", Event: environmentsLoadedEvent, Actor: actor})
+}
+
 func environments(ctx context.Context, svc *pools.Service) error {
 	f, err := gantryfile.Parse("demo", []byte(demoPools), nil)
 	if err != nil {

@@ -28,7 +28,7 @@ func TestLoad(t *testing.T) {
 	ctx := t.Context()
 	db := s.DB.Bun
 
-	loaded, err := demo.Load(ctx, db, s.Pools, s.Infra)
+	loaded, err := s.App.LoadDemo(ctx)
 	require.NoError(t, err)
 	require.True(t, loaded)
 	count := func() map[string]int {
@@ -42,7 +42,7 @@ func TestLoad(t *testing.T) {
 		return n
 	}
 	before := count()
-	loaded, err = demo.Load(ctx, db, s.Pools, s.Infra)
+	loaded, err = s.App.LoadDemo(ctx)
 	require.NoError(t, err)
 	require.False(t, loaded, "loaded once")
 	require.Equal(t, before, count())

@@ -27,6 +27,10 @@ type File struct {
 	Pools        []Pool        `yaml:"pools"`
 	Environments []Environment `yaml:"environments"`
 	Repositories []Repository  `yaml:"repositories"`
+
+	// Sections are what the areas that read their own section (Section)
+	// made of it, by key.
+	Sections map[string]any `yaml:"-"`
 }
 
 // Client is an identity on the allow list (seed 001's account allow list):
@@ -154,27 +158,35 @@ func (e *Error) Error() string {
 
 // Load reads and checks the file at path. lookupEnv answers whether a
 // variable named by the file (admin_url_env) is set.
-func Load(path string, lookupEnv func(string) (string, bool)) (*File, error) {
+func Load(path string, lookupEnv func(string) (string, bool), sections ...Section) (*File, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	return Parse(path, src, lookupEnv)
+	return Parse(path, src, lookupEnv, sections...)
 }
 
-// Parse checks src as the content of the file named name.
-func Parse(name string, src []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+// Parse checks src as the content of the file named name; sections are the
+// top-level keys areas read themselves.
+func Parse(name string, src []byte, lookupEnv func(string) (string, bool), sections ...Section) (*File, error) {
 	f := &File{}
 	if len(bytes.TrimSpace(src)) == 0 {
 		return f, nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(src), yaml.DisallowUnknownField())
-	if err := dec.Decode(f); err != nil {
+	file, _ := parser.ParseBytes(src, 0)
+	rest, found := splitSections(file, sections)
+	var err error
+	if len(found) == 0 {
+		err = yaml.NewDecoder(bytes.NewReader(src), yaml.DisallowUnknownField()).Decode(f)
+	} else {
+		err = yaml.NodeToValue(rest, f, yaml.DisallowUnknownField())
+	}
+	if err != nil {
 		return nil, &Error{Problems: []Problem{decodeProblem(name, err)}}
 	}
-	ast, _ := parser.ParseBytes(src, 0)
-	v := &validator{name: name, ast: ast, env: lookupEnv}
+	v := &validator{name: name, ast: file, env: lookupEnv}
 	v.check(f)
+	v.readSections(f, sections, found)
 	if len(v.problems) > 0 {
 		return nil, &Error{Problems: v.problems}
 	}

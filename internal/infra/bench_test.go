@@ -60,8 +60,7 @@ func BenchmarkPlanStartDelay(b *testing.B) {
       - {name: chain, path: live/chain, voters: [ada@example.com], min_approvals: 1, min_rejections: 1}
 `, repo.Remote, servertest.WebhookSecretEnv))
 
-	client, err := jobs.NewClient(jobs.Deps{DB: s.DB, Logger: s.Logger, Pools: s.Pools, Infra: s.Infra},
-		jobs.ClientOptions{Work: true, Concurrency: 5, Logger: s.Logger})
+	client, err := s.App.RiverClient(jobs.ClientOptions{Work: true, Concurrency: 5})
 	require.NoError(b, err)
 	require.NoError(b, client.Start(context.Background()))
 	b.Cleanup(func() { _ = client.Stop(context.Background()) })

@@ -1,8 +1,10 @@
-// Package servertest runs a real Gantry inside a test: the web server on a
-// fresh migrated database, the environment pools with their postgres, slot
-// and aws kinds (aws against an in-test STS/IAM), a real SMTP server and a
-// webhook receiver for notifications, and, on request, River workers. The
-// web, client and command tests share it so that they test the same wiring.
+// Package servertest runs a real Gantry inside a test, assembled by the
+// application's own internal/app from its list of areas: the web server on
+// a fresh migrated database, the environment pools with their postgres,
+// slot and aws kinds (aws against an in-test STS/IAM), GitHub's API, a real
+// SMTP server and a webhook receiver for notifications, and, on request,
+// River workers for every area's jobs. The web, client and command tests
+// share it so that they test the wiring gantry serve runs.
 package servertest
 
 import (
@@ -19,19 +21,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sync/semaphore"
 
-	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/config"
-	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/github/githubtest"
-	"github.com/gantryhq/gantry/internal/gitrepo"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/mail"
@@ -39,7 +35,6 @@ import (
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/jobs"
-	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/web"
 )
@@ -64,6 +59,7 @@ const (
 type Server struct {
 	URL        string
 	HTTP       *httptest.Server
+	App        *app.App
 	Web        *web.Server
 	DB         *models.DB
 	Queue      *jobs.Queue
@@ -79,24 +75,33 @@ type Server struct {
 	stopWorkers func()
 }
 
+// Options change what New builds.
+type Options struct {
+	// Env are extra configuration variables (GANTRY_…=…).
+	Env []string
+	// Areas replaces the application's list of areas (app.Areas()).
+	Areas []app.Area
+}
+
 // New serves Gantry on a fresh database; env are extra configuration
 // variables (GANTRY_…=…).
 func New(t testing.TB, env ...string) *Server {
 	t.Helper()
+	return NewWith(t, Options{Env: env})
+}
+
+// NewWith serves Gantry, built by the application's own assembly
+// (internal/app), on a fresh database.
+func NewWith(t testing.TB, o Options) *Server {
+	t.Helper()
 	ctx := context.Background()
-	cfg, err := config.Load(append([]string{"GANTRY_SECRET_KEY=" + strings.Repeat("k", 32)}, env...), nil)
+	cfg, err := config.Load(append([]string{"GANTRY_SECRET_KEY=" + strings.Repeat("k", 32), "GANTRY_BASE_URL=" + BaseURL,
+		"GANTRY_COMMAND_TIMEOUT=5m", "GANTRY_ALLOCATION_RETENTION=24h"}, o.Env...), nil)
 	require.NoError(t, err)
 	db, err := models.Open(ctx, testdb.NewURL(t), cfg.DBMaxConns)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	s := &Server{DB: db, Logger: testLogger(), Webhook: make(chan map[string]any, 64)}
-
-	riverClient, err := jobs.NewClient(jobs.Deps{DB: db, Logger: s.Logger}, jobs.ClientOptions{Logger: s.Logger})
-	require.NoError(t, err)
-	s.Queue, err = jobs.NewQueue(db.Bun)
-	require.NoError(t, err)
-	mig, err := migrations.New(db.Pool, db.Bun)
-	require.NoError(t, err)
 
 	getenv := func(name string) string {
 		switch name {
@@ -109,8 +114,6 @@ func New(t testing.TB, env ...string) *Server {
 		}
 		return ""
 	}
-	pg := &pools.PostgresKind{Getenv: getenv}
-	t.Cleanup(pg.Close)
 	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&body)
@@ -128,29 +131,21 @@ func New(t testing.TB, env ...string) *Server {
 	s.Mail = mailtest.New(t)
 	sender, err := mail.ParseURL(s.Mail.URL(), "gantry@example.com")
 	require.NoError(t, err)
-	s.Pools = &pools.Service{Queue: s.Queue, Logger: s.Logger, Retention: 24 * time.Hour,
-		Admission: semaphore.NewWeighted(int64(cfg.AllocationConcurrency)),
-		Kinds: map[string]pools.Kind{
-			gantryfile.KindPostgres: pg, gantryfile.KindSlot: pools.SlotKind{}, gantryfile.KindAWS: pools.AWSKind{Provider: awsProvider},
-		},
-		Notify: &pools.DirtyNotifier{BaseURL: "http://gantry.test", HTTP: hook.Client(),
-			SendMail: func(ctx context.Context, to []string, subject, body string) error {
-				return sender.Send(ctx, mail.Message{To: to, Subject: subject, Text: body})
-			}},
-	}
 	s.GitHub = githubtest.New(t, githubtest.Options{Repos: []string{GitHubRepo}})
-	s.Infra = &infra.Service{
-		Queue: s.Queue, Logger: s.Logger, Git: &gitrepo.Cache{Dir: t.TempDir()}, WorkDir: t.TempDir(),
-		Getenv: getenv, GitHubAPI: s.GitHub.URL, HTTPClient: s.GitHub.HTTP.Client(), BaseURL: BaseURL,
-		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute, Roles: awsProvider,
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(jobs.NewMetricsCollector(db))
-	s.Pools.Metrics = pools.NewMetrics(reg, db)
-	s.Infra.Metrics = infra.NewMetrics(reg, db)
 
-	s.Web = web.New(web.Deps{Config: cfg, DB: db, Queue: s.Queue, River: riverClient, Migrator: mig, Logger: s.Logger,
-		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider, Infra: s.Infra})
+	s.App, err = app.Open(ctx, app.Options{
+		Config: cfg, Logger: s.Logger, Getenv: getenv, Areas: o.Areas, DB: db, Mail: sender, AWS: awsProvider,
+		HTTPClient: s.GitHub.HTTP.Client(), WorkDir: t.TempDir(), GitHubAPI: s.GitHub.URL,
+	})
+	require.NoError(t, err)
+	t.Cleanup(s.App.Close)
+	s.Queue = s.App.Queue
+	s.Pools = app.ServiceOf[*pools.Service](s.App)
+	s.Infra = app.ServiceOf[*infra.Service](s.App)
+
+	riverClient, err := s.App.RiverClient(jobs.ClientOptions{})
+	require.NoError(t, err)
+	s.Web = s.App.WebServer(riverClient)
 	bgCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
 	require.NoError(t, s.Web.Start(bgCtx))
@@ -160,18 +155,12 @@ func New(t testing.TB, env ...string) *Server {
 	return s
 }
 
-// StartWorkers works the jobs of this server's database, as gantry worker
-// does, until the test ends.
+// StartWorkers works the jobs of every area, as gantry worker does, until
+// the test ends. The sweeps (periodic jobs) are left to the tests that call
+// them, so that none changes a test's rows behind its back.
 func (s *Server) StartWorkers(t testing.TB) {
 	t.Helper()
-	client, err := river.NewClient(riverpgxv5.New(s.DB.Pool), &river.Config{
-		Workers: jobs.NewWorkers(jobs.Deps{DB: s.DB, Logger: s.Logger, Pools: s.Pools, Infra: s.Infra}),
-		Queues: map[string]river.QueueConfig{
-			jobs.QueueEnvironments: {MaxWorkers: 5}, jobs.QueueMaintenance: {MaxWorkers: 1}, river.QueueDefault: {MaxWorkers: 1},
-			jobs.QueueInfra: {MaxWorkers: 8},
-		},
-		Logger: s.Logger, FetchPollInterval: 100 * time.Millisecond, FetchCooldown: 50 * time.Millisecond,
-	})
+	client, err := s.App.RiverClient(jobs.ClientOptions{Work: true, Concurrency: 8, SkipPeriodic: true, FetchPollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
 	s.stopWorkers = func() {
@@ -230,11 +219,9 @@ func (s *Server) ApplyPools(t testing.TB, specs ...Pool) map[string][]string {
 // Sync applies yaml as gantry.yaml; every variable it names counts as set.
 func (s *Server) Sync(t testing.TB, yaml string) {
 	t.Helper()
-	f, err := gantryfile.Parse("gantry.yaml", []byte(yaml), func(string) (string, bool) { return "x", true })
+	f, err := s.App.ParseConfig("gantry.yaml", []byte(yaml), func(string) (string, bool) { return "x", true })
 	require.NoError(t, err, yaml)
-	_, err = s.Pools.Sync(context.Background(), f, "test")
-	require.NoError(t, err)
-	_, err = s.Infra.Sync(context.Background(), f, "test")
+	_, err = s.App.SyncConfig(context.Background(), f, "test")
 	require.NoError(t, err)
 }
 

@@ -1,0 +1,56 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gantryhq/gantry/internal/demo"
+	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/gitrepo"
+	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/web"
+)
+
+// infraArea is infrastructure delivery (seed 000): docs/areas/infra.md.
+var infraArea = Area{Name: "infra", Build: func(_ context.Context, d *Deps) (*Parts, error) {
+	svc := &infra.Service{
+		Queue: d.Queue, Logger: d.Logger,
+		Git:     &gitrepo.Cache{Dir: filepath.Join(d.WorkDir, "git")},
+		WorkDir: filepath.Join(d.WorkDir, "jobs"),
+		Getenv:  d.Getenv, GitHubAPI: d.GitHubAPI, HTTPClient: d.HTTPClient, BaseURL: d.Config.BaseURL.String(),
+		Mail: d.Mail, Signer: d.Signer, LinkLifetime: d.Config.VoteLinkTTL,
+		Roles: d.AWS, CommandTimeout: d.Config.CommandTimeout, Env: passedEnv(d.Config.CommandEnv, d.Getenv),
+		Metrics: infra.NewMetrics(d.Registry, d.DB),
+	}
+	jobsArea := jobs.InfraArea(svc)
+	return &Parts{
+		Service: svc,
+		Config: &ConfigSection{Sync: func(ctx context.Context, f *gantryfile.File, actor string) ([]string, error) {
+			res, err := svc.Sync(ctx, f, actor)
+			var changes []string
+			for _, r := range res.Registered {
+				changes = append(changes, fmt.Sprintf("registered    repository %s", r))
+			}
+			for _, r := range res.Removed {
+				changes = append(changes, fmt.Sprintf("removed       repository %s", r))
+			}
+			return changes, err
+		}},
+		Jobs: &jobsArea,
+		Web:  web.InfraArea(),
+		Demo: func(ctx context.Context) (bool, error) { return demo.Infra(ctx, d.DB.Bun, svc) },
+	}, nil
+}}
+
+// passedEnv is the NAME=value of each named variable that is set.
+func passedEnv(names []string, getenv func(string) string) []string {
+	var env []string
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			env = append(env, n+"="+v)
+		}
+	}
+	return env
+}

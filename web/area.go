@@ -1,0 +1,82 @@
+package web
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/views"
+	"github.com/gantryhq/gantry/views/components"
+	"github.com/gantryhq/gantry/views/pages/areas"
+)
+
+// Area is what one area of Gantry adds to the web server: its entry in the
+// navigation, its card on the home page and its routes. Each area builds
+// its own in its handler file (EnvironmentsArea, InfraArea); the
+// application's assembly lists them once, in the order the navigation
+// shows them.
+type Area struct {
+	Name  string // lower-case, as in docs/areas/<name>.md: "infra"
+	Title string // the navigation's label and the card's title
+	Path  string // the area's main page
+	Blurb string // one sentence on the home page
+	// Summary, when set, is a short line of live numbers under the area's
+	// card ("2 runs wait for votes"); an error leaves the line out.
+	Summary func(ctx context.Context) (string, error)
+	// Routes registers the area's URLs, each with its guard.
+	Routes func(r *Router)
+}
+
+// Router is how an area registers its routes: every page and API route
+// goes through the same guards, rate limit and error handling as the rest
+// of Gantry.
+type Router struct {
+	s   *Server
+	api *echo.Group // /api/v1, rate limited
+}
+
+// Page adds a browser page (or form post) for signed-in users of at least
+// role; others are sent to sign in or told they may not.
+func (r *Router) Page(method, path string, h echo.HandlerFunc, role models.Role) {
+	r.s.echo.Add(method, path, h, r.s.page(role))
+}
+
+// API adds a JSON endpoint under /api/v1 for callers of at least role whose
+// token has scope.
+func (r *Router) API(method, path string, h echo.HandlerFunc, role models.Role, scope string) {
+	r.api.Add(method, path, h, r.s.api(role, scope))
+}
+
+// Public adds a route that authenticates its callers itself (a signed
+// webhook delivery, a signed voting link) with the middleware given.
+func (r *Router) Public(method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
+	r.s.echo.Add(method, path, h, mw...)
+}
+
+// Render writes a page inside Gantry's layout (navigation, user, flash).
+func (r *Router) Render(c echo.Context, status int, page templ.Component) error {
+	return r.s.render(c, status, page)
+}
+
+// PlannedArea is an area that is specified but not built yet: its page says
+// what will appear there and how it will be set up, rather than pretend.
+func PlannedArea(name, title, blurb, lead string, empty components.EmptyProps) Area {
+	path := "/" + name
+	empty.Doc = "docs/areas/" + name + ".md"
+	v := areas.View{Title: title, Lead: lead, Empty: empty}
+	return Area{Name: name, Title: title, Path: path, Blurb: blurb, Routes: func(r *Router) {
+		r.Page(http.MethodGet, path, func(c echo.Context) error { return r.Render(c, http.StatusOK, areas.Page(v)) }, models.RoleViewer)
+	}}
+}
+
+// nav is the navigation's list of areas, for the layout.
+func (s *Server) nav() []views.NavItem {
+	items := make([]views.NavItem, len(s.Areas))
+	for i, a := range s.Areas {
+		items[i] = views.NavItem{Href: a.Path, Label: a.Title}
+	}
+	return items
+}
