@@ -75,7 +75,7 @@ var Vars = []Var{
 	{"GANTRY_LOG_LEVEL", "info", "debug, info, warn or error."},
 	{"GANTRY_LOG_FORMAT", "text", "text or json."},
 	{"GANTRY_DB_MAX_CONNS", "40", "Size of the process's one pgx pool (web, workers and River's listener share it)."},
-	{"GANTRY_WORKERS", "5", "Jobs worked at once per queue by this process (7 queues)."},
+	{"GANTRY_WORKERS", "5", "Jobs worked at once per queue by this process (a queue per area with background work, plus default and maintenance)."},
 	{"GANTRY_SESSION_TTL", "12h", "How long a browser session lasts."},
 	{"GANTRY_LOGIN_ATTEMPTS", "5", "Failed logins allowed per email and per IP address within GANTRY_LOGIN_WINDOW."},
 	{"GANTRY_LOGIN_WINDOW", "15m", "Window for GANTRY_LOGIN_ATTEMPTS."},
