@@ -34,7 +34,7 @@ import (
 //	go test -run '^$' -bench PlanStartDelay -benchtime 1x ./internal/infra/
 func BenchmarkPlanStartDelay(b *testing.B) {
 	const units = 40
-	s := servertest.New(b)
+	s := servertest.Services(b)
 	repo := infratest.New(b)
 	files := map[string]string{"live/root.hcl": "locals {}\n"}
 	for i := range units {

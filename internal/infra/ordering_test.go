@@ -189,7 +189,7 @@ func TestRunsTakeTheLockInMergeOrder(t *testing.T) {
 // depends on it is aborted; it does not count as "no changes".
 func TestPlanThatCannotRunFails(t *testing.T) {
 	t.Parallel()
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo, _ := infratest.Standard(t)
 	yaml := repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1)
 	s.Sync(t, strings.Replace(yaml, "        depends_on: [shared]\n", "        depends_on: [shared]\n        plan_role: arn:aws:iam::123456789012:role/Plan\n", 1))

@@ -21,7 +21,7 @@ import (
 // depends on through one that was left out.
 func TestPlanScan(t *testing.T) {
 	t.Parallel()
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo, _ := infratest.Standard(t)
 	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2)
 	yaml := strings.Replace(repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1), "scan: graph", "scan: plan", 1)
@@ -62,7 +62,7 @@ func TestDeletedUnit(t *testing.T) {
 // credentials of that role, assumed through STS for the command.
 func TestPlanRole(t *testing.T) {
 	t.Parallel()
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo, _ := infratest.Standard(t)
 	const role = "arn:aws:iam::111111111111:role/terraform-plan"
 	s.AWS.AddRole(role, 0)
@@ -105,7 +105,7 @@ func customRunner(yaml, plan string) string {
 // plans the new head.
 func TestSynchronize_cancelsTheRunningPlan(t *testing.T) {
 	t.Parallel()
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo, _ := infratest.Standard(t)
 	// A unit holding a file named slow plans for ten minutes.
 	s.Sync(t, customRunner(repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1),

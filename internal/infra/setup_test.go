@@ -39,7 +39,7 @@ func setup(t *testing.T, o options) *bundle {
 		o.voters = []string{ada, grace}
 	}
 	o.minApprovals, o.minRejections = max(o.minApprovals, 1), max(o.minRejections, 1)
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo, _ := infratest.Standard(t)
 	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2)
 	s.Sync(t, repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, o.voters, o.minApprovals, o.minRejections))

@@ -19,7 +19,7 @@ import (
 // status is posted.
 func TestCommitStatusesPerKind(t *testing.T) {
 	t.Parallel()
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo, _ := infratest.Standard(t)
 	yaml := repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1)
 	s.Sync(t, strings.Replace(yaml, "scan: graph\n", "scan: graph\n    commit_statuses: {plan: false}\n", 1))
@@ -42,7 +42,7 @@ func TestCommitStatusesPerKind(t *testing.T) {
 // address written with capitals in gantry.yaml still finds its approvals.
 func TestSync_lowerCasesVoters(t *testing.T) {
 	t.Parallel()
-	s := servertest.New(t)
+	s := servertest.Services(t)
 	repo := infratest.New(t)
 	s.Sync(t, repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{"Ada.Lovelace@Example.com"}, 1, 1))
 	r, err := models.RepositoryByName(t.Context(), s.DB.Bun, "live")
@@ -60,7 +60,7 @@ func TestForksAreNotPlanned(t *testing.T) {
 	for _, planForks := range []bool{false, true} {
 		t.Run(fmt.Sprintf("plan_forks=%v", planForks), func(t *testing.T) {
 			t.Parallel()
-			s := servertest.New(t)
+			s := servertest.Services(t)
 			repo, _ := infratest.Standard(t)
 			yaml := repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1)
 			if planForks {

@@ -81,6 +81,17 @@ type Options struct {
 	Env []string
 	// Areas replaces the application's list of areas (app.Areas()).
 	Areas []app.Area
+	// NoWeb leaves the web server out: area behaviour tests call the
+	// services (Services).
+	NoWeb bool
+}
+
+// Services is the light harness for an area's behaviour: the application's
+// services on a fresh database with the in-test GitHub, SMTP and STS/IAM,
+// workers on request (StartWorkers), and no web server.
+func Services(t testing.TB) *Server {
+	t.Helper()
+	return NewWith(t, Options{NoWeb: true})
 }
 
 // New serves Gantry on a fresh database; env are extra configuration
@@ -143,6 +154,9 @@ func NewWith(t testing.TB, o Options) *Server {
 	s.Pools = app.ServiceOf[*pools.Service](s.App)
 	s.Infra = app.ServiceOf[*infra.Service](s.App)
 
+	if o.NoWeb {
+		return s
+	}
 	riverClient, err := s.App.RiverClient(jobs.ClientOptions{})
 	require.NoError(t, err)
 	s.Web = s.App.WebServer(riverClient)
