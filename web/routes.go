@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 
-	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/assets"
@@ -14,10 +13,14 @@ import (
 
 // routes is every URL Gantry answers, grouped by area, with who may call it:
 // page(role) for browser pages (redirects to sign-in), api(role, scope) for
-// the JSON API (a token needs the scope too; a session needs only the role).
+// the JSON API (a token needs the scope too; a session needs only the role),
+// apiClient(scope) for the clients on gantry.yaml's allow list, and
+// apiOrClient for either.
 func (s *Server) routes() {
 	e := s.echo
 	s.middleware()
+	// The API's rate limit, on /api/v1 and the allocation routes.
+	limit := s.apiRateLimit()
 
 	// Probes, metrics, assets: no session needed (metrics wants a read token).
 	e.GET("/healthz", s.healthz)
@@ -89,21 +92,27 @@ func (s *Server) routes() {
 	admin.Any("/river", s.riverUI)
 	admin.Any("/river/*", s.riverUI)
 
-	// Environment pools: seed 001's routes, and the same under /api/v1.
-	for _, g := range []*echo.Group{e.Group(""), e.Group("/api/v1")} {
-		g.POST("/allocations", s.allocate, s.leaseClient)
-		g.GET("/allocations", s.listAllocations, s.leaseReader)
-		g.GET("/allocations/:id", s.getAllocation, s.leaseReader)
-		g.DELETE("/allocations/:id", s.releaseAllocation, s.leaseClient)
-		g.POST("/allocations/:id/extend", s.extendAllocation, s.leaseClient)
-		g.GET("/pools", s.listPools, s.leaseReader)
+	// Environment pools (seed 001): the seed's routes at the root, where its
+	// clients call them, and the same under /api/v1. Leasing is for the
+	// clients on gantry.yaml's allow list; reading the pools and the history
+	// also for people, as the pages are. The rate limit comes after the guard,
+	// which tells it the client (each has its own rate).
+	lease := s.apiClient(auth.ScopeWrite)
+	read := s.apiOrClient(models.RoleViewer, auth.ScopeRead, auth.ScopeWrite)
+	for _, prefix := range []string{"", "/api/v1"} {
+		e.POST(prefix+"/allocations", s.allocate, lease, limit)
+		e.GET(prefix+"/allocations", s.listAllocations, read, limit)
+		e.GET(prefix+"/allocations/:id", s.getAllocation, read, limit)
+		e.DELETE(prefix+"/allocations/:id", s.releaseAllocation, lease, limit)
+		e.POST(prefix+"/allocations/:id/extend", s.extendAllocation, lease, limit)
+		e.GET(prefix+"/pools", s.listPools, read, limit)
 	}
 
 	// GitHub's deliveries: authenticated by their signature, not a session.
 	e.POST(webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
 
 	// JSON API.
-	v1 := e.Group("/api/v1", s.apiRateLimit())
+	v1 := e.Group("/api/v1", limit)
 	v1.GET("/me", s.apiMe, s.api(models.RoleViewer, auth.ScopeRead))
 	v1.GET("/log", s.apiListLog, s.api(models.RoleViewer, auth.ScopeRead))
 	v1.POST("/log", s.apiAppendLog, s.api(models.RoleOperator, auth.ScopeWrite))
