@@ -34,8 +34,9 @@ type Area struct {
 // goes through the same guards, rate limit and error handling as the rest
 // of Gantry.
 type Router struct {
-	s   *Server
-	api *echo.Group // /api/v1, rate limited
+	s     *Server
+	api   *echo.Group // /api/v1, rate limited
+	limit echo.MiddlewareFunc
 }
 
 // Page adds a browser page (or form post) for signed-in users of at least
@@ -48,6 +49,15 @@ func (r *Router) Page(method, path string, h echo.HandlerFunc, role models.Role)
 // token has scope.
 func (r *Router) API(method, path string, h echo.HandlerFunc, role models.Role, scope string) {
 	r.api.Add(method, path, h, r.s.api(role, scope))
+}
+
+// RootAndAPI adds an API route twice, at the root (where a seed's clients
+// call it) and under /api/v1, each with guard and then the API's rate
+// limit (after the guard, which tells the limit who is calling).
+func (r *Router) RootAndAPI(method, path string, h echo.HandlerFunc, guard echo.MiddlewareFunc) {
+	for _, prefix := range []string{"", "/api/v1"} {
+		r.s.echo.Add(method, prefix+path, h, guard, r.limit)
+	}
 }
 
 // Public adds a route that authenticates its callers itself (a signed

@@ -1,21 +1,17 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/apperr"
-	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
@@ -26,74 +22,6 @@ import (
 // to 30 s with jitter in gantry env) spreads them out.
 const lockedRetryAfter = "5"
 
-const (
-	leaseClientKey = "gantry.lease-client"
-	// AWSIdentityHeader carries a signed sts:GetCallerIdentity request.
-	AWSIdentityHeader = "X-Gantry-AWS-Identity"
-)
-
-// leaseClient admits callers on the allow list (gantry.yaml clients): a
-// token whose owner is one of a client's users, or an AWS identity from one
-// of a client's accounts. Each client has its own rate limit. Allow-list
-// answers are remembered for AuthCacheTTL (see authCache).
-func (s *Server) leaseClient(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		client, err := s.resolveLeaseClient(c)
-		if err != nil {
-			return err
-		}
-		if !s.clientLimits.allow(client) {
-			c.Response().Header().Set("Retry-After", "1")
-			return apperr.New(apperr.RateLimited, "Client %s is over its request rate; slow down.", client.Name)
-		}
-		c.Set(leaseClientKey, client)
-		return next(c)
-	}
-}
-
-func (s *Server) resolveLeaseClient(c echo.Context) (*models.Client, error) {
-	ctx := c.Request().Context()
-	if h := c.Request().Header.Get(AWSIdentityHeader); h != "" {
-		if s.AWSIdentity == nil {
-			return nil, apperr.New(apperr.Unauthorized, "AWS IAM authentication is not configured on this Gantry.")
-		}
-		account, err := s.AWSIdentity.VerifyAccount(ctx, h)
-		var ae *apperr.Error
-		if errors.As(err, &ae) {
-			return nil, err // 401 for a refused signature, 503 when STS is down
-		}
-		if err != nil {
-			return nil, apperr.New(apperr.Unauthorized, "AWS identity refused: %v", err)
-		}
-		client, err := s.authCache.client(ctx, "aws:"+account, func(ctx context.Context) (*models.Client, error) {
-			return models.ClientOfAWSAccount(ctx, s.DB.Bun, account)
-		})
-		if errors.Is(err, models.ErrNotFound) {
-			return nil, apperr.New(apperr.Forbidden, "AWS account %s is not on the allow list (clients in gantry.yaml).", account)
-		}
-		return client, err
-	}
-	p := principalOf(c)
-	if p == nil || p.Token == nil {
-		return nil, apperr.New(apperr.Unauthorized, "Send a client's API token as `Authorization: Bearer <token>`, or an AWS identity in %s.", AWSIdentityHeader)
-	}
-	if !p.Token.HasScope(auth.ScopeWrite) {
-		return nil, apperr.New(apperr.Forbidden, "This token lacks the %q scope.", auth.ScopeWrite)
-	}
-	client, err := s.authCache.client(ctx, "user:"+strings.ToLower(p.User.Email), func(ctx context.Context) (*models.Client, error) {
-		return models.ClientOfUser(ctx, s.DB.Bun, p.User.Email)
-	})
-	if errors.Is(err, models.ErrNotFound) {
-		return nil, apperr.New(apperr.Forbidden, "%s is not on the allow list (clients in gantry.yaml).", p.User.Email)
-	}
-	return client, err
-}
-
-func leaseClientOf(c echo.Context) *models.Client {
-	client, _ := c.Get(leaseClientKey).(*models.Client)
-	return client
-}
-
 // leaseActor names a client in the log.
 func leaseActor(c echo.Context) string {
 	client := leaseClientOf(c)
@@ -101,39 +29,6 @@ func leaseActor(c echo.Context) string {
 		return "client:" + client.Name + ":" + p.User.Email
 	}
 	return "client:" + client.Name
-}
-
-// leaseReader admits whoever may read pools and history: a lease client, or
-// anyone signed in or holding a read token.
-func (s *Server) leaseReader(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if p := principalOf(c); p != nil && (p.Token == nil || p.Token.HasScope(auth.ScopeRead)) {
-			return next(c)
-		}
-		return s.leaseClient(next)(c)
-	}
-}
-
-// clientLimits keeps one token bucket per client, per process.
-type clientLimits struct {
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
-	def      float64
-}
-
-func (l *clientLimits) allow(client *models.Client) bool {
-	r := client.Rate
-	if r <= 0 {
-		r = l.def
-	}
-	l.mu.Lock()
-	lim, ok := l.limiters[client.Name]
-	if !ok || lim.Limit() != rate.Limit(r) {
-		lim = rate.NewLimiter(rate.Limit(r), max(1, int(2*r)))
-		l.limiters[client.Name] = lim
-	}
-	l.mu.Unlock()
-	return lim.Allow()
 }
 
 // allocateRequest is seed 001's allocation request.

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 
+	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -22,16 +23,18 @@ func EnvironmentsArea() Area {
 			r.Page(http.MethodPost, "/environments/:id/retry-cleanup", s.retryCleanupForm, models.RoleOperator)
 			r.Page(http.MethodPost, "/environments/:id/mark-clean", s.markCleanForm, models.RoleOperator)
 
-			// The seed's routes, and the same under /api/v1; callers are
-			// the clients on gantry.yaml's allow list.
-			for _, prefix := range []string{"", "/api/v1"} {
-				r.Public(http.MethodPost, prefix+"/allocations", s.allocate, s.leaseClient)
-				r.Public(http.MethodGet, prefix+"/allocations", s.listAllocations, s.leaseReader)
-				r.Public(http.MethodGet, prefix+"/allocations/:id", s.getAllocation, s.leaseReader)
-				r.Public(http.MethodDelete, prefix+"/allocations/:id", s.releaseAllocation, s.leaseClient)
-				r.Public(http.MethodPost, prefix+"/allocations/:id/extend", s.extendAllocation, s.leaseClient)
-				r.Public(http.MethodGet, prefix+"/pools", s.listPools, s.leaseReader)
-			}
+			// The seed's routes at the root, where its clients call them,
+			// and the same under /api/v1. Leasing is for the clients on
+			// gantry.yaml's allow list; reading the pools and the history
+			// also for people, as the pages are.
+			lease := s.apiClient(auth.ScopeWrite)
+			read := s.apiOrClient(models.RoleViewer, auth.ScopeRead, auth.ScopeWrite)
+			r.RootAndAPI(http.MethodPost, "/allocations", s.allocate, lease)
+			r.RootAndAPI(http.MethodGet, "/allocations", s.listAllocations, read)
+			r.RootAndAPI(http.MethodGet, "/allocations/:id", s.getAllocation, read)
+			r.RootAndAPI(http.MethodDelete, "/allocations/:id", s.releaseAllocation, lease)
+			r.RootAndAPI(http.MethodPost, "/allocations/:id/extend", s.extendAllocation, lease)
+			r.RootAndAPI(http.MethodGet, "/pools", s.listPools, read)
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -27,6 +28,12 @@ const (
 	csrfCookie    = "gantry_csrf"
 	csrfField     = "_csrf"
 	principalKey  = "gantry.principal"
+	// leaseClientKey holds the allow-listed client a guard admitted.
+	leaseClientKey = "gantry.lease-client"
+	// unlimitedKey marks a caller a guard admitted without a rate limit.
+	unlimitedKey = "gantry.unlimited"
+	// AWSIdentityHeader carries a signed sts:GetCallerIdentity request.
+	AWSIdentityHeader = "X-Gantry-AWS-Identity"
 )
 
 // principal is who is calling: a signed-in user, or a token and its owner.
@@ -242,34 +249,134 @@ func (s *Server) page(min models.Role) echo.MiddlewareFunc {
 	}
 }
 
-// api guards an API route: a caller must be authenticated, hold the role,
-// and (for tokens) carry the scope.
+// api guards an API route for people: a caller must be authenticated, hold
+// the role, and (for tokens) carry the scope.
 func (s *Server) api(min models.Role, scope string) echo.MiddlewareFunc {
+	return s.guard(apiGuard{people: true, role: min, scope: scope})
+}
+
+// apiClient guards an API route for the clients on gantry.yaml's allow list
+// (seed 001's account allow list): a token with the scope whose owner is one
+// of a client's users, or an IAM-authenticated caller from one of a client's
+// AWS accounts. The client is known to the handler (leaseClientOf) and to the
+// rate limit, which counts it against its own rate.
+func (s *Server) apiClient(scope string) echo.MiddlewareFunc {
+	return s.guard(apiGuard{clientScope: scope})
+}
+
+// apiOrClient admits people as api(min, scope) does and, failing that, a
+// client as apiClient(clientScope) does. People admitted here are not
+// rate-limited: these are the allocation API's reads (the pools and the
+// history), which were never limited for them.
+func (s *Server) apiOrClient(min models.Role, scope, clientScope string) echo.MiddlewareFunc {
+	return s.guard(apiGuard{people: true, role: min, scope: scope, clientScope: clientScope, peopleUnlimited: true})
+}
+
+// apiGuard is whom an API route admits.
+type apiGuard struct {
+	people          bool        // people: a signed-in user or a token
+	role            models.Role // the least role people need
+	scope           string      // the scope people's tokens need
+	clientScope     string      // the scope a client's token needs; empty: clients are not admitted
+	peopleUnlimited bool        // people admitted are not rate-limited
+}
+
+func (s *Server) guard(g apiGuard) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			p := principalOf(c)
-			if p == nil {
-				return apperr.New(apperr.Unauthorized, "Send an API token as `Authorization: Bearer <token>`.")
+			if g.people {
+				err := g.admitPerson(principalOf(c))
+				if err == nil {
+					if g.peopleUnlimited {
+						c.Set(unlimitedKey, true)
+					}
+					return next(c)
+				}
+				if g.clientScope == "" {
+					return err
+				}
 			}
-			if !p.User.Role.Includes(min) {
-				return apperr.New(apperr.Forbidden, "This needs the %s role; the caller is %s.", min, p.User.Role)
+			client, err := s.resolveLeaseClient(c, g.clientScope)
+			if err != nil {
+				return err
 			}
-			if p.Token != nil && !p.Token.HasScope(scope) {
-				return apperr.New(apperr.Forbidden, "This token lacks the %q scope.", scope)
-			}
+			c.Set(leaseClientKey, client)
 			return next(c)
 		}
 	}
 }
 
-// apiRateLimit bounds API calls per token (or per address when anonymous).
-// The budget is per process: with N processes a client gets N times it, which
-// is fine for its purpose of stopping runaway scripts.
+func (g apiGuard) admitPerson(p *principal) error {
+	if p == nil {
+		return apperr.New(apperr.Unauthorized, "Send an API token as `Authorization: Bearer <token>`.")
+	}
+	if !p.User.Role.Includes(g.role) {
+		return apperr.New(apperr.Forbidden, "This needs the %s role; the caller is %s.", g.role, p.User.Role)
+	}
+	if p.Token != nil && !p.Token.HasScope(g.scope) {
+		return apperr.New(apperr.Forbidden, "This token lacks the %q scope.", g.scope)
+	}
+	return nil
+}
+
+// resolveLeaseClient finds the client on the allow list the caller acts as.
+// An AWS identity wins over a token. Allow-list answers are remembered for
+// AuthCacheTTL (see authCache).
+func (s *Server) resolveLeaseClient(c echo.Context, scope string) (*models.Client, error) {
+	ctx := c.Request().Context()
+	if h := c.Request().Header.Get(AWSIdentityHeader); h != "" {
+		if s.AWSIdentity == nil {
+			return nil, apperr.New(apperr.Unauthorized, "AWS IAM authentication is not configured on this Gantry.")
+		}
+		account, err := s.AWSIdentity.VerifyAccount(ctx, h)
+		var ae *apperr.Error
+		if errors.As(err, &ae) {
+			return nil, err // 401 for a refused signature, 503 when STS is down
+		}
+		if err != nil {
+			return nil, apperr.New(apperr.Unauthorized, "AWS identity refused: %v", err)
+		}
+		client, err := s.authCache.client(ctx, "aws:"+account, func(ctx context.Context) (*models.Client, error) {
+			return models.ClientOfAWSAccount(ctx, s.DB.Bun, account)
+		})
+		if errors.Is(err, models.ErrNotFound) {
+			return nil, apperr.New(apperr.Forbidden, "AWS account %s is not on the allow list (clients in gantry.yaml).", account)
+		}
+		return client, err
+	}
+	p := principalOf(c)
+	if p == nil || p.Token == nil {
+		return nil, apperr.New(apperr.Unauthorized, "Send a client's API token as `Authorization: Bearer <token>`, or an AWS identity in %s.", AWSIdentityHeader)
+	}
+	if !p.Token.HasScope(scope) {
+		return nil, apperr.New(apperr.Forbidden, "This token lacks the %q scope.", scope)
+	}
+	client, err := s.authCache.client(ctx, "user:"+strings.ToLower(p.User.Email), func(ctx context.Context) (*models.Client, error) {
+		return models.ClientOfUser(ctx, s.DB.Bun, p.User.Email)
+	})
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, apperr.New(apperr.Forbidden, "%s is not on the allow list (clients in gantry.yaml).", p.User.Email)
+	}
+	return client, err
+}
+
+func leaseClientOf(c echo.Context) *models.Client {
+	client, _ := c.Get(leaseClientKey).(*models.Client)
+	return client
+}
+
+// apiRateLimit bounds API calls per caller: a lease client at its own rate
+// from gantry.yaml (GANTRY_API_RATE when it sets none, bursts of twice the
+// rate), a token at GANTRY_API_RATE with bursts of GANTRY_API_BURST, anyone
+// else the same per address. A client is known only once the route's guard
+// has checked it, so on the allocation routes the limit comes after the
+// guard. The budget is per process: with N processes a caller gets N times
+// it, which is fine for its purpose of stopping runaway scripts.
 func (s *Server) apiRateLimit() echo.MiddlewareFunc {
 	store := middleware.NewRateLimiterMemoryStoreWithConfig(middleware.RateLimiterMemoryStoreConfig{
 		Rate: rate.Limit(s.Config.APIRate), Burst: s.Config.APIBurst, ExpiresIn: 5 * time.Minute,
 	})
-	return middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
+	perTokenOrAddress := middleware.RateLimiterWithConfig(middleware.RateLimiterConfig{
 		Store: store,
 		IdentifierExtractor: func(c echo.Context) (string, error) {
 			if p := principalOf(c); p != nil && p.Token != nil {
@@ -283,6 +390,44 @@ func (s *Server) apiRateLimit() echo.MiddlewareFunc {
 		},
 		ErrorHandler: func(c echo.Context, err error) error { return err },
 	})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		limited := perTokenOrAddress(next)
+		return func(c echo.Context) error {
+			if client := leaseClientOf(c); client != nil {
+				if !s.clientLimits.allow(client) {
+					c.Response().Header().Set("Retry-After", "1")
+					return apperr.New(apperr.RateLimited, "Client %s is over its request rate; slow down.", client.Name)
+				}
+				return next(c)
+			}
+			if unlimited, _ := c.Get(unlimitedKey).(bool); unlimited {
+				return next(c)
+			}
+			return limited(c)
+		}
+	}
+}
+
+// clientLimits keeps one token bucket per lease client, per process.
+type clientLimits struct {
+	mu       sync.Mutex
+	limiters map[string]*rate.Limiter
+	def      float64
+}
+
+func (l *clientLimits) allow(client *models.Client) bool {
+	r := client.Rate
+	if r <= 0 {
+		r = l.def
+	}
+	l.mu.Lock()
+	lim, ok := l.limiters[client.Name]
+	if !ok || lim.Limit() != rate.Limit(r) {
+		lim = rate.NewLimiter(rate.Limit(r), max(1, int(2*r)))
+		l.limiters[client.Name] = lim
+	}
+	l.mu.Unlock()
+	return lim.Allow()
 }
 
 func (s *Server) setSessionCookie(c echo.Context, secret string) {

@@ -11,9 +11,13 @@ import (
 // token needs the scope too; a session needs only the role). The URLs shared
 // by every area are here; each area's are at the top of its handler file
 // (its Area's Routes), registered at the end in the navigation's order.
+// apiClient(scope) admits the clients on gantry.yaml's allow list, and
+// apiOrClient either.
 func (s *Server) routes() {
 	e := s.echo
 	s.middleware()
+	// The API's rate limit, on /api/v1 and the areas' API routes.
+	limit := s.apiRateLimit()
 
 	// Probes, metrics, assets: no session needed (metrics wants a read token).
 	e.GET("/healthz", s.healthz)
@@ -64,7 +68,7 @@ func (s *Server) routes() {
 	admin.Any("/river/*", s.riverUI)
 
 	// JSON API.
-	v1 := e.Group("/api/v1", s.apiRateLimit())
+	v1 := e.Group("/api/v1", limit)
 	v1.GET("/me", s.apiMe, s.api(models.RoleViewer, auth.ScopeRead))
 	v1.GET("/log", s.apiListLog, s.api(models.RoleViewer, auth.ScopeRead))
 	v1.POST("/log", s.apiAppendLog, s.api(models.RoleOperator, auth.ScopeWrite))
@@ -80,7 +84,7 @@ func (s *Server) routes() {
 	v1.GET("/approvals", s.apiApprovals, s.api(models.RoleViewer, auth.ScopeRead))
 
 	// Each area's pages and API, in the order of the navigation.
-	r := &Router{s: s, api: v1}
+	r := &Router{s: s, api: v1, limit: limit}
 	for _, a := range s.Areas {
 		a.Routes(r)
 	}

@@ -7,10 +7,42 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/gantryhq/gantry/models"
 )
+
+// Notifier tells people about an environment that needs them.
+type Notifier interface {
+	DirtyEnvironment(ctx context.Context, pool *models.Pool, env *models.Environment, reason string) error
+}
+
+// NotifyDirty sends the dirty-environment notification of cleanup cleanupID,
+// unless the environment was dealt with meanwhile.
+func (s *Service) NotifyDirty(ctx context.Context, envID int64, cleanupID uuid.UUID, reason string) error {
+	db := s.Queue.DB()
+	env, err := models.EnvironmentByID(ctx, db, envID)
+	if err != nil {
+		return err
+	}
+	if env.Status != models.EnvDirty || env.CleanupID == nil || *env.CleanupID != cleanupID {
+		return nil
+	}
+	pool, err := models.PoolByNameAny(ctx, db, env.Pool)
+	if err != nil {
+		return err
+	}
+	if s.Notify != nil {
+		if err := s.Notify.DirtyEnvironment(ctx, pool, env, reason); err != nil {
+			return err
+		}
+	}
+	return models.AppendLog(ctx, db, &models.LogEntry{TargetID: Target(env), Event: EventDirtyNotification, Actor: "gantry:notify",
+		Detail: map[string]any{"reason": reason, "emails": strings.Join(pool.NotifyEmails, ","), "webhook": pool.NotifyWebhook != ""}})
+}
 
 // DirtyNotifier tells a pool's operators that an environment needs a human:
 // an email to the pool's notify.emails and a JSON POST to its
