@@ -90,7 +90,7 @@ func (s *Server) setDisabledForm(c echo.Context, disabled bool) error {
 // otherUserID reads the :id of a user an admin acts on; admins cannot demote
 // or disable themselves, so there is always an admin left.
 func (s *Server) otherUserID(c echo.Context) (int64, error) {
-	id, err := idParam(c)
+	id, err := pathID(c, "user")
 	if err != nil {
 		return 0, err
 	}
@@ -199,7 +199,7 @@ func (s *Server) cancelJobForm(c echo.Context) error {
 }
 
 func (s *Server) jobAction(c echo.Context, event, done string, act func(ctx context.Context, id int64) (*rivertype.JobRow, error)) error {
-	id, err := idParam(c)
+	id, err := pathID(c, "job")
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func (s *Server) mailboxPage(c echo.Context) error {
 
 // mailPage is one kept email: its text with the links in it clickable.
 func (s *Server) mailPage(c echo.Context) error {
-	id, err := idParam404(c, "message")
+	id, err := pathID(c, "message")
 	if err != nil {
 		return err
 	}

@@ -781,7 +781,7 @@ func actionReturn(c echo.Context, env *models.Environment) string {
 }
 
 func (s *Server) environmentParam(c echo.Context) (*models.Environment, error) {
-	id, err := idParam(c)
+	id, err := pathID(c, "environment")
 	if err != nil {
 		return nil, err
 	}
@@ -796,41 +796,6 @@ func environmentURL(id int64) string { return "/environments/" + strconv.FormatI
 
 func requesterURL(requester string) string {
 	return "/environments/allocations?" + url.Values{"requester": {requester}}.Encode()
-}
-
-// clock is a time as the pages show it (the headings say UTC).
-func clock(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") }
-
-// untilText is how far t is from now, in words.
-func untilText(t, now time.Time) string {
-	d := t.Sub(now)
-	if d < 0 {
-		return "overdue by " + shortDuration(-d)
-	}
-	return "in " + shortDuration(d)
-}
-
-// shortDuration writes d to the minute, or to the second when under one.
-func shortDuration(d time.Duration) string {
-	if d < time.Minute {
-		return strconv.Itoa(int(d.Seconds())) + "s"
-	}
-	d = d.Round(time.Minute)
-	days, hours, mins := int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour), int(d%time.Hour/time.Minute)
-	var parts []string
-	if days > 0 {
-		parts = append(parts, strconv.Itoa(days)+"d")
-	}
-	if hours > 0 {
-		parts = append(parts, strconv.Itoa(hours)+"h")
-	}
-	if mins > 0 && days == 0 {
-		parts = append(parts, strconv.Itoa(mins)+"m")
-	}
-	if len(parts) == 0 {
-		return "0m"
-	}
-	return strings.Join(parts, " ")
 }
 
 // longDuration writes a retention period in days, or months when long.

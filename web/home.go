@@ -56,11 +56,3 @@ func (s *Server) home(c echo.Context) error {
 	v := home.View{Greeting: "Hello, " + p.User.Name, Cards: s.homeCards(ctx), Recent: logRows(recent), Counts: counts}
 	return s.render(c, http.StatusOK, home.Page(v))
 }
-
-// plural writes n with the singular or plural noun: "1 user", "3 users".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}

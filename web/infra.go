@@ -164,9 +164,9 @@ func (s *Server) apiListRuns(c echo.Context) error {
 // apiGetRun is a run with its executions and the merge lock it holds.
 func (s *Server) apiGetRun(c echo.Context) error {
 	ctx := c.Request().Context()
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	id, err := pathID(c, "run")
 	if err != nil {
-		return apperr.New(apperr.NotFound, "No run %s.", c.Param("id"))
+		return err
 	}
 	run, err := models.RunByID(ctx, s.DB.Bun, id)
 	if err != nil {
@@ -191,9 +191,9 @@ type abortRequest struct {
 
 // apiAbortRun aborts a run that is not over (operators).
 func (s *Server) apiAbortRun(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	id, err := pathID(c, "run")
 	if err != nil {
-		return apperr.New(apperr.NotFound, "No run %s.", c.Param("id"))
+		return err
 	}
 	var in abortRequest
 	if c.Request().ContentLength != 0 {
@@ -296,19 +296,4 @@ func (s *Server) apiApprovals(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"executions": nonNilSlice(xs)})
-}
-
-func nonNilSlice[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-// notFoundAs words a missing row for the caller.
-func notFoundAs(err error, format string, args ...any) error {
-	if err == models.ErrNotFound {
-		return apperr.New(apperr.NotFound, format, args...)
-	}
-	return err
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -564,13 +563,6 @@ func argvText(argv []string) string {
 	return strings.Join(parts, " ")
 }
 
-func orNone(s, none string) string {
-	if s == "" {
-		return none
-	}
-	return s
-}
-
 // depsOf lists the executions of the run that x waits for: its unit
 // dependencies, and every execution of the accounts its account depends on.
 func depsOf(x *models.Execution, siblings []models.Execution) []infraview.Dep {
@@ -809,7 +801,7 @@ func stepOver(status, current, step string) bool {
 
 // planOutputTail is the JSON tail of a pull request plan's output.
 func (s *Server) planOutputTail(c echo.Context) error {
-	id, err := idParam404(c, "plan")
+	id, err := pathID(c, "plan")
 	if err != nil {
 		return err
 	}
@@ -915,7 +907,7 @@ func changesText(p *models.PRPlan) string {
 // here), its output followed live while it runs.
 func (s *Server) planPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	id, err := idParam404(c, "plan")
+	id, err := pathID(c, "plan")
 	if err != nil {
 		return err
 	}
@@ -976,7 +968,7 @@ func (s *Server) planPage(c echo.Context) error {
 
 // runParam finds the run named in the path; a bad or unknown id is a 404.
 func (s *Server) runParam(c echo.Context) (*models.Run, error) {
-	id, err := idParam404(c, "run")
+	id, err := pathID(c, "run")
 	if err != nil {
 		return nil, err
 	}
@@ -995,16 +987,6 @@ func (s *Server) executionParam(c echo.Context) (*models.Execution, error) {
 		return nil, apperr.New(apperr.NotFound, "No execution %s.", id)
 	}
 	return x, err
-}
-
-// idParam404 reads the numeric :id of a page; anything else names nothing
-// there is, so it is a 404 rather than a bad request.
-func idParam404(c echo.Context, what string) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, apperr.New(apperr.NotFound, "There is no %s %q.", what, c.Param("id"))
-	}
-	return id, nil
 }
 
 func runState(status string) infraview.State {
@@ -1089,21 +1071,4 @@ func executionURL(executionID string) string {
 }
 func pullURL(repo string, number int) string {
 	return "/infra/" + url.PathEscape(repo) + "/pulls/" + strconv.Itoa(number)
-}
-
-func shortSHA(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}
-
-func iso(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-// clockPtr is an optional time as the pages show it and as <time> wants it.
-func clockPtr(t *time.Time) (string, string) {
-	if t == nil {
-		return "", ""
-	}
-	return clock(*t), iso(*t)
 }

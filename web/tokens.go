@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -103,7 +102,7 @@ func (s *Server) createTokenForm(c echo.Context) error {
 // for admins).
 func (s *Server) revokeToken(c echo.Context) error {
 	p := principalOf(c)
-	id, err := idParam(c)
+	id, err := pathID(c, "token")
 	if err != nil {
 		return err
 	}
@@ -135,14 +134,6 @@ func parseExpiresIn(v string) (time.Duration, error) {
 		return 0, apperr.Field("expires_in", "must be a duration such as 720h")
 	}
 	return d, nil
-}
-
-func idParam(c echo.Context) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, apperr.Field("id", "must be a positive number")
-	}
-	return id, nil
 }
 
 // createTokenRequest is the API's body for a new token.
