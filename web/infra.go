@@ -43,11 +43,16 @@ func (s *Server) githubWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.Status == http.StatusNoContent {
+	switch res.Outcome {
+	case infra.WebhookIgnored:
 		c.Response().Header().Set("X-Gantry-Ignored", res.Message)
-		return c.NoContent(res.Status)
+		return c.NoContent(http.StatusNoContent)
+	case infra.WebhookAccepted:
+		return c.JSON(http.StatusAccepted, map[string]string{"message": res.Message})
 	}
-	return c.JSON(res.Status, map[string]string{"message": res.Message})
+	// A ping, or a redelivery of what was received before: GitHub need not
+	// send it again.
+	return c.JSON(http.StatusOK, map[string]string{"message": res.Message})
 }
 
 // apiRepositories lists the configured repositories with their accounts and

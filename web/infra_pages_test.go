@@ -59,7 +59,7 @@ func setupPages(t *testing.T, minApprovals int) *pagesBundle {
 func (b *pagesBundle) deliver(t *testing.T, p infratest.PR, action, mergeSHA string) {
 	t.Helper()
 	res := b.Deliver(t, "pull_request", b.repo.Event(p, action, mergeSHA))
-	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
 }
 
 // merge merges p, delivers the merged event and returns its run.

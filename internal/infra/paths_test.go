@@ -2,7 +2,6 @@ package infra_test
 
 import (
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,7 +111,7 @@ func TestMergeLock_secondMergeWaitsForTheFirst(t *testing.T) {
 		go func() { done <- b.Deliver(t, "pull_request", body) }()
 	}
 	for range bodies {
-		require.Equal(t, http.StatusAccepted, (<-done).Status)
+		require.Equal(t, infra.WebhookAccepted, (<-done).Outcome)
 	}
 	var runs []models.Run
 	servertest.WaitFor(t, func() (bool, string) {
@@ -189,19 +188,19 @@ func TestWebhook_refusesIgnoresAndDeduplicates(t *testing.T) {
 	t.Run("ping is answered", func(t *testing.T) {
 		ping := []byte(`{"zen":"Keep it logically awesome.","hook_id":1,"hook":{"type":"Repository","id":1,"events":["pull_request"],"config":{"content_type":"json"}},"repository":{"full_name":"acme/infra-live"},"sender":{"login":"octocat"}}`)
 		res := b.Deliver(t, "ping", ping)
-		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, infra.WebhookPing, res.Outcome)
 		require.Equal(t, "pong", res.Message)
 	})
 
 	t.Run("events that are not Gantry's are 204", func(t *testing.T) {
 		other := p
 		otherBody := githubEvent(b, other, "opened", "develop", servertest.GitHubRepo, b.repo.Remote)
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "pull_request", otherBody).Status, "not the trunk")
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "pull_request", otherBody).Outcome, "not the trunk")
 		unknown := githubEvent(b, other, "opened", "main", "acme/elsewhere", "/nowhere/elsewhere.git")
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "pull_request", unknown).Status, "not a configured repository")
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "pull_request", unknown).Outcome, "not a configured repository")
 		labeled := githubEvent(b, other, "labeled", "main", servertest.GitHubRepo, b.repo.Remote)
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "pull_request", labeled).Status, "an action that needs no plan")
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "push", []byte(`{"ref":"refs/heads/main"}`)).Status)
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "pull_request", labeled).Outcome, "an action that needs no plan")
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "push", []byte(`{"ref":"refs/heads/main"}`)).Outcome)
 	})
 
 	t.Run("a redelivery does nothing twice", func(t *testing.T) {
@@ -211,10 +210,10 @@ func TestWebhook_refusesIgnoresAndDeduplicates(t *testing.T) {
 			Signature: github.Sign([]byte(servertest.WebhookSecret), merged), Body: merged}
 		res, err := b.Infra.ReceiveWebhook(b.ctx, d)
 		require.NoError(t, err)
-		require.Equal(t, http.StatusAccepted, res.Status)
+		require.Equal(t, infra.WebhookAccepted, res.Outcome)
 		res, err = b.Infra.ReceiveWebhook(b.ctx, d)
 		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, infra.WebhookDuplicate, res.Outcome)
 		require.Contains(t, res.Message, "already received")
 		// The same merge under a new delivery id (GitHub's "redeliver"
 		// keeps the id; a second hook would not) starts no second run.
