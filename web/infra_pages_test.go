@@ -426,7 +426,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		require.Contains(t, page, "You vote for account shared of live")
 	})
 	t.Run("an expired link names its execution and offers to sign in", func(t *testing.T) {
-		token, err := b.Infra.Signer.Sign(approval.Claims{Subject: infra.ExecutionTarget(dns.ExecutionID), Voter: grace, Expires: time.Now().Add(-time.Hour)})
+		token, err := b.Infra.Approvals.Signer().Sign(approval.Claims{Subject: infra.ExecutionTarget(dns.ExecutionID), Voter: grace, Expires: time.Now().Add(-time.Hour)})
 		require.NoError(t, err)
 		status, page, _ := b.browser(t).get(t, "/approvals/link/"+token)
 		require.Equal(t, http.StatusForbidden, status)

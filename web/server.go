@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 	"golang.org/x/time/rate"
 
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/devmail"
 	"github.com/gantryhq/gantry/internal/infra"
@@ -42,6 +43,8 @@ type Deps struct {
 	AWSIdentity AWSIdentityVerifier
 	// Infra is the infrastructure delivery area.
 	Infra *infra.Service
+	// Approvals are the votes of every area: /approvals and voting links.
+	Approvals *approvals.Service
 	// Mailbox, under gantry dev, keeps every email for /dev/mailbox; nil
 	// leaves that page out.
 	Mailbox *devmail.Mailbox

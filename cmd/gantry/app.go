@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/devmail"
@@ -116,9 +117,10 @@ func openApp(ctx context.Context, cfg *config.Config, logger *slog.Logger, geten
 		Git:     &gitrepo.Cache{Dir: filepath.Join(cfg.WorkDir, "git")},
 		WorkDir: filepath.Join(cfg.WorkDir, "jobs"),
 		Getenv:  getenv, GitHubAPI: cfg.GitHubAPIURL, BaseURL: cfg.BaseURL.String(),
-		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, LinkLifetime: cfg.VoteLinkTTL,
 		Roles: aws, CommandTimeout: cfg.CommandTimeout, Env: passedEnv(cfg.CommandEnv, getenv),
 	}
+	a.infra.Approvals = approvals.New(approvals.Options{Queue: queue, Logger: logger, BaseURL: cfg.BaseURL.String(), Mail: sender,
+		Signer: approval.Signer{Key: cfg.SecretKey}, LinkLifetime: cfg.VoteLinkTTL, Kinds: []approvals.Kind{a.infra.ApprovalKind()}})
 	return a, nil
 }
 
@@ -251,7 +253,7 @@ func (a *app) serve(ctx context.Context, opts runOptions) error {
 		if err != nil {
 			return fmt.Errorf("GANTRY_ADDR=%s: %w", a.cfg.Addr, err)
 		}
-		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools, AWSIdentity: a.aws, Infra: a.infra, Mailbox: a.mailbox})
+		srv := web.New(web.Deps{Config: a.cfg, DB: a.db, Queue: a.queue, River: riverClient, Migrator: a.migrator, Logger: a.logger, Registry: reg, Pools: a.pools, AWSIdentity: a.aws, Infra: a.infra, Approvals: a.infra.Approvals, Mailbox: a.mailbox})
 		if opts.ready != nil {
 			opts.ready(ln.Addr().String())
 		}

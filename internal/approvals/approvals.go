@@ -15,6 +15,7 @@ package approvals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -99,6 +100,7 @@ type Summary struct {
 	Label   string // the kind in words, for a link page's frame: "Infrastructure vote"
 	Title   string // what is voted on: "vpc/main"
 	URL     string // its page in Gantry
+	VoteURL string // where a signed-in voter votes on it ("": URL)
 	Detail  string // a line under the title: "account shared"
 	Context Context
 	Text    string // what would happen, in a line: "Plan: 1 to add, 0 to change, 0 to destroy."
@@ -252,3 +254,33 @@ func engineVotes(votes []models.Vote) []approval.Vote {
 }
 
 func normalize(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// Describe says what people are shown of one subject; false when its kind
+// does not know it (any more).
+func (s *Service) Describe(ctx context.Context, subject Subject) (Summary, bool, error) {
+	kind, ok := s.kinds[subject.Kind]
+	if !ok {
+		return Summary{}, false, nil
+	}
+	sums, err := kind.Describe(ctx, s.queue.DB(), []string{subject.ID})
+	if err != nil {
+		return Summary{}, false, err
+	}
+	sum, ok := sums[subject.ID]
+	return sum, ok, nil
+}
+
+// Approval is a subject's approval with its votes in the order they were
+// cast; nil when the subject has none (yet).
+func (s *Service) Approval(ctx context.Context, subject Subject) (*models.Approval, []models.Vote, error) {
+	db := s.queue.DB()
+	a, err := models.ApprovalBySubject(ctx, db, subject.String())
+	if errors.Is(err, models.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	votes, err := models.VotesOf(ctx, db, a.ID)
+	return a, votes, err
+}

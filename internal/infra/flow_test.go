@@ -68,7 +68,7 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 		if unit == infratest.RDS {
 			require.Contains(t, x.PlanOutput, `"rds in vpc-v2"`, "rds is planned with the vpc output applied in this run")
 		}
-		claims, result, err := b.Infra.VoteWithLink(b.ctx, token, "approve", "looks right")
+		claims, result, err := b.Infra.Approvals.VoteWithLink(b.ctx, token, "approve", "looks right")
 		require.NoError(t, err)
 		require.Equal(t, ada, claims.Voter)
 		require.Equal(t, approval.Approved, result.State)

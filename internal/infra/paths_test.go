@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
@@ -36,11 +37,11 @@ func TestRejection_abortsDependentsAndReleasesTheLock(t *testing.T) {
 	require.Equal(t, "locked by #3: its deployment is in progress", locked.Description)
 
 	// One approval of the two needed, then a rejection: rejected.
-	res, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: infra.ViaAPI})
+	res, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaAPI})
 	require.NoError(t, err)
 	require.Equal(t, approval.Pending, res.State)
 	token := b.VoteMail(t, grace, infratest.VPC)
-	_, res, err = b.Infra.VoteWithLink(b.ctx, token, "reject", "wrong CIDR")
+	_, res, err = b.Infra.Approvals.VoteWithLink(b.ctx, token, "reject", "wrong CIDR")
 	require.NoError(t, err)
 	require.Equal(t, approval.Rejected, res.State)
 
@@ -58,7 +59,7 @@ func TestRejection_abortsDependentsAndReleasesTheLock(t *testing.T) {
 	require.Contains(t, unlocked.Description, "unlocked", "open pull requests learn of the release without a push")
 
 	// Decided: no more votes.
-	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: infra.ViaAPI})
+	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaAPI})
 	require.Error(t, err)
 	require.Equal(t, apperr.Conflict, apperr.CodeOf(err))
 }
@@ -81,7 +82,7 @@ func TestFailingApply_appliesOnlyTheSavedPlan(t *testing.T) {
 	b.repo.Apply(infratest.VPC)
 	infratest.Git(t, b.repo.Work, "checkout", "--quiet", "--", ".")
 
-	_, res, err := b.Infra.VoteWithLink(b.ctx, b.VoteMail(t, ada, infratest.VPC), "approve", "")
+	_, res, err := b.Infra.Approvals.VoteWithLink(b.ctx, b.VoteMail(t, ada, infratest.VPC), "approve", "")
 	require.NoError(t, err)
 	require.Equal(t, approval.Approved, res.State)
 	run = b.WaitRun(t, run.ID, models.RunFailed)
@@ -148,7 +149,7 @@ func TestMergeLock_secondMergeWaitsForTheFirst(t *testing.T) {
 	if holder.PRNumber == second.Number {
 		holderUnit = infratest.EC2
 	}
-	_, _, err = b.Infra.VoteWithLink(b.ctx, b.VoteMail(t, ada, holderUnit), "approve", "")
+	_, _, err = b.Infra.Approvals.VoteWithLink(b.ctx, b.VoteMail(t, ada, holderUnit), "approve", "")
 	require.NoError(t, err)
 	b.WaitRun(t, holder.ID, models.RunSucceeded)
 	b.WaitRun(t, queued.ID, models.RunRunning)

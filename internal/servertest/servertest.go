@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/awsenv/awstest"
 	"github.com/gantryhq/gantry/internal/config"
@@ -142,15 +143,17 @@ func New(t testing.TB, env ...string) *Server {
 	s.Infra = &infra.Service{
 		Queue: s.Queue, Logger: s.Logger, Git: &gitrepo.Cache{Dir: t.TempDir()}, WorkDir: t.TempDir(),
 		Getenv: getenv, GitHubAPI: s.GitHub.URL, HTTPClient: s.GitHub.HTTP.Client(), BaseURL: BaseURL,
-		Mail: sender, Signer: approval.Signer{Key: cfg.SecretKey}, CommandTimeout: 5 * time.Minute, Roles: awsProvider,
+		CommandTimeout: 5 * time.Minute, Roles: awsProvider,
 	}
+	s.Infra.Approvals = approvals.New(approvals.Options{Queue: s.Queue, Logger: s.Logger, BaseURL: BaseURL, Mail: sender,
+		Signer: approval.Signer{Key: cfg.SecretKey}, Kinds: []approvals.Kind{s.Infra.ApprovalKind()}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(jobs.NewMetricsCollector(db))
 	s.Pools.Metrics = pools.NewMetrics(reg, db)
 	s.Infra.Metrics = infra.NewMetrics(reg, db)
 
 	s.Web = web.New(web.Deps{Config: cfg, DB: db, Queue: s.Queue, River: riverClient, Migrator: mig, Logger: s.Logger,
-		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider, Infra: s.Infra})
+		Registry: reg, Pools: s.Pools, AWSIdentity: awsProvider, Infra: s.Infra, Approvals: s.Infra.Approvals})
 	bgCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
 	require.NoError(t, s.Web.Start(bgCtx))
