@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -192,16 +191,6 @@ func (s *Service) Register(k Kind) {
 		panic(fmt.Sprintf("approvals: kind %q registered twice", k.Name()))
 	}
 	s.kinds[k.Name()] = k
-}
-
-// Kinds names the registered kinds, sorted.
-func (s *Service) Kinds() []string {
-	out := make([]string, 0, len(s.kinds))
-	for name := range s.kinds {
-		out = append(out, name)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Signer is the signer of the voting links.
