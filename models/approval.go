@@ -13,14 +13,20 @@ import (
 type Approval struct {
 	bun.BaseModel `bun:"table:approvals,alias:ap"`
 
-	ID            int64      `bun:",pk,autoincrement" json:"id"`
-	Subject       string     `json:"subject"`
+	ID int64 `bun:",pk,autoincrement" json:"id"`
+	// Subject is what is decided, "<kind>:<id>" (execution:run-7-…).
+	Subject string `json:"subject"`
+	// Kind is the subject's kind, computed by the database from Subject.
+	Kind          string     `bun:",scanonly" json:"kind"`
 	Voters        []string   `bun:",array" json:"voters"`
 	MinApprovals  int        `json:"min_approvals"`
 	MinRejections int        `json:"min_rejections"`
 	State         string     `json:"state"`
 	CreatedAt     time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
 	DecidedAt     *time.Time `json:"decided_at,omitempty"`
+	// ClosedAt is when votes closed without a decision: the subject ended
+	// some other way.
+	ClosedAt *time.Time `json:"closed_at,omitempty"`
 }
 
 // Vote is one vote as cast; a voter's latest counts.
@@ -48,7 +54,7 @@ func InsertApproval(ctx context.Context, tx bun.IDB, a *Approval) error {
 	if a.State == "" {
 		a.State = ApprovalPending
 	}
-	_, err := tx.NewInsert().Model(a).Returning("id, state, created_at").Exec(ctx)
+	_, err := tx.NewInsert().Model(a).Returning("id, kind, state, created_at").Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("recording the approval of %s: %w", a.Subject, uniqueViolation(err))
 	}
@@ -89,5 +95,81 @@ func VotesOf(ctx context.Context, db bun.IDB, approvalID int64) ([]Vote, error) 
 func DecideApproval(ctx context.Context, tx bun.IDB, id int64, state string) error {
 	_, err := tx.NewUpdate().Model((*Approval)(nil)).Set("state = ?, decided_at = now()", state).
 		Where("id = ?", id).Exec(ctx)
+	return err
+}
+
+// ApprovalBySubject finds the approval of a subject ("<kind>:<id>").
+func ApprovalBySubject(ctx context.Context, db bun.IDB, subject string) (*Approval, error) {
+	a := new(Approval)
+	err := db.NewSelect().Model(a).Where("subject = ?", subject).Scan(ctx)
+	return a, notFound(err)
+}
+
+// CloseApproval closes the votes of a subject's pending approval, if it has
+// one, when the subject ends without a decision.
+func CloseApproval(ctx context.Context, tx bun.IDB, subject string) error {
+	_, err := tx.NewUpdate().Model((*Approval)(nil)).Set("closed_at = now()").
+		Where("subject = ?", subject).Where("state = ?", ApprovalPending).Where("closed_at IS NULL").Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("closing the votes on %s: %w", subject, err)
+	}
+	return nil
+}
+
+// ApprovalFilter picks the approvals that wait for one voter.
+type ApprovalFilter struct {
+	Voter  string // lower-case email address
+	Kind   string // "" for every kind
+	Limit  int    // at most this many (0: all)
+	Offset int
+}
+
+// ApprovalsWaitingFor lists the pending approvals with open votes that name
+// f.Voter, the longest waiting first, and how many there are in all.
+func ApprovalsWaitingFor(ctx context.Context, db bun.IDB, f ApprovalFilter) ([]Approval, int, error) {
+	var as []Approval
+	q := db.NewSelect().Model(&as).
+		Where("ap.state = ?", ApprovalPending).Where("ap.closed_at IS NULL").
+		Where("ap.voters @> ARRAY[?]::text[]", f.Voter). // the GIN index's operator
+		OrderExpr("ap.created_at, ap.id")
+	if f.Kind != "" {
+		q = q.Where("ap.kind = ?", f.Kind)
+	}
+	if f.Limit > 0 {
+		q = q.Limit(int64(f.Limit)).Offset(int64(f.Offset))
+	}
+	n, err := q.ScanAndCount(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing approvals waiting for %s: %w", f.Voter, err)
+	}
+	return as, int(n), nil
+}
+
+// ApprovalsByIDs finds approvals by id, in any order.
+func ApprovalsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Approval, error) {
+	var as []Approval
+	if len(ids) == 0 {
+		return as, nil
+	}
+	err := db.NewSelect().Model(&as).Where("id IN (?)", bun.In(ids)).Scan(ctx)
+	return as, err
+}
+
+// VotesOfApprovals lists the votes of several approvals in the order they
+// were cast.
+func VotesOfApprovals(ctx context.Context, db bun.IDB, ids []int64) ([]Vote, error) {
+	var votes []Vote
+	if len(ids) == 0 {
+		return votes, nil
+	}
+	err := db.NewSelect().Model(&votes).Where("approval_id IN (?)", bun.In(ids)).OrderExpr("id").Scan(ctx)
+	return votes, err
+}
+
+// InsertVoteAt records a vote with the time it carries, for example data
+// (gantry dev --demo). Live votes go through InsertVote, whose time the
+// database's clock decides under the approval's lock.
+func InsertVoteAt(ctx context.Context, db bun.IDB, v *Vote) error {
+	_, err := db.NewInsert().Model(v).Returning("id, created_at").Exec(ctx)
 	return err
 }

@@ -366,35 +366,6 @@ func PlanOutputs(ctx context.Context, db bun.IDB, ids []int64) (map[int64]string
 	return out, nil
 }
 
-// ApprovalsByIDs finds approvals by id, in any order.
-func ApprovalsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Approval, error) {
-	var as []Approval
-	if len(ids) == 0 {
-		return as, nil
-	}
-	err := db.NewSelect().Model(&as).Where("id IN (?)", bun.In(ids)).Scan(ctx)
-	return as, err
-}
-
-// VotesOfApprovals lists the votes of several approvals in the order they
-// were cast.
-func VotesOfApprovals(ctx context.Context, db bun.IDB, ids []int64) ([]Vote, error) {
-	var votes []Vote
-	if len(ids) == 0 {
-		return votes, nil
-	}
-	err := db.NewSelect().Model(&votes).Where("approval_id IN (?)", bun.In(ids)).OrderExpr("id").Scan(ctx)
-	return votes, err
-}
-
-// InsertVoteAt records a vote with the time it carries, for example data
-// (gantry dev --demo). Live votes go through InsertVote, whose time the
-// database's clock decides under the approval's lock.
-func InsertVoteAt(ctx context.Context, db bun.IDB, v *Vote) error {
-	_, err := db.NewInsert().Model(v).Returning("id, created_at").Exec(ctx)
-	return err
-}
-
 // liveJobStates are the states of a River job that will still run.
 var liveJobStates = []string{"available", "pending", "running", "retryable", "scheduled"}
 
@@ -436,4 +407,17 @@ func WaitingRuns(ctx context.Context, db bun.IDB, kind string, before time.Time)
 			kind, bun.In(liveJobStates)).
 		Group("run.repository").Scan(ctx, &ids)
 	return ids, err
+}
+
+// ExecutionsByExecutionIDs finds executions by their execution ids, in any
+// order, with their plan output but neither the apply output nor the plan
+// file; ids not found are left out.
+func ExecutionsByExecutionIDs(ctx context.Context, db bun.IDB, ids []string) ([]Execution, error) {
+	var xs []Execution
+	if len(ids) == 0 {
+		return xs, nil
+	}
+	err := db.NewSelect().Model(&xs).ExcludeColumn("apply_output", "plan_file").
+		Where("execution_id IN (?)", bun.In(ids)).Scan(ctx)
+	return xs, err
 }

@@ -13,116 +13,131 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
-	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/approvals"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/views/components"
 	approvalsview "github.com/gantryhq/gantry/views/pages/approvals"
 )
 
-// What waits for people's votes: /approvals for the signed-in user, and the
-// page of an emailed voting link, which needs no sign-in because its signed
-// token is the credential (bound to one voter and one execution, expiring).
+// What waits for people's votes, of every kind of subject: /approvals for
+// the signed-in user, and the page of an emailed voting link, which needs
+// no sign-in because its signed token is the credential (bound to one voter
+// and one subject, expiring).
 
-// approvalsPage is /approvals: the executions whose plan waits for the
-// signed-in user's vote.
+// approvalsPerPage is how many waiting approvals /approvals shows at once.
+const approvalsPerPage = 50
+
+// VotePageFunc builds what a voting link's page shows of subject id to
+// voter: the area's part of the page around the votes; the approval and its
+// votes are loaded already. An area registers one per kind of subject
+// (Router.VotePage); a kind without one gets a page from its summary
+// (genericLinkView).
+type VotePageFunc func(ctx context.Context, id, voter string, a *models.Approval, votes []models.Vote) (approvalsview.LinkView, error)
+
+// approvalsPage is /approvals: every subject waiting for the signed-in
+// user's vote, the longest waiting first.
 func (s *Server) approvalsPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	db := s.DB.Bun
 	user := principalOf(c).User
-	email := strings.ToLower(user.Email)
-	xs, err := models.ExecutionsAwaitingVoter(ctx, db, email)
+	page, err := approvalsPageParam(c)
+	if err != nil {
+		return err
+	}
+	kind := c.QueryParam("kind")
+	w, err := s.Approvals.WaitingFor(ctx, user.Email, approvals.WaitingFilter{Kind: kind, Limit: approvalsPerPage, Offset: (page - 1) * approvalsPerPage})
 	if err != nil {
 		return err
 	}
 	v := approvalsview.IndexView{Voter: user.Email, CanVote: user.Role.Includes(models.RoleApprover)}
-	if len(xs) == 0 {
-		repos, err := models.ListRepositories(ctx, db)
-		if err != nil {
+	if w.Total == 0 {
+		if v.VoterOf, v.NoAccounts, err = s.voterOf(ctx, user.Email); err != nil {
 			return err
-		}
-		v.NoAccounts = len(repos) == 0
-		for _, r := range repos {
-			for _, a := range r.Accounts {
-				if (approval.Policy{Voters: a.Voters}).IsVoter(email) {
-					v.VoterOf = append(v.VoterOf, fmt.Sprintf("You vote for account %s of %s (%s).", a.Name, r.Name, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
-				}
-			}
 		}
 		return s.render(c, http.StatusOK, approvalsview.Index(v))
 	}
-
-	var ids, runIDs, approvalIDs []int64
-	for i := range xs {
-		ids = append(ids, xs[i].ID)
-		runIDs = append(runIDs, xs[i].RunID)
-		if xs[i].ApprovalID != nil {
-			approvalIDs = append(approvalIDs, *xs[i].ApprovalID)
-		}
+	for _, it := range w.Items {
+		v.Rows = append(v.Rows, approvalRow(it))
 	}
-	outputs, err := models.PlanOutputs(ctx, db, ids)
-	if err != nil {
-		return err
-	}
-	runs, err := models.RunsByIDs(ctx, db, runIDs)
-	if err != nil {
-		return err
-	}
-	approvals, err := models.ApprovalsByIDs(ctx, db, approvalIDs)
-	if err != nil {
-		return err
-	}
-	votes, err := models.VotesOfApprovals(ctx, db, approvalIDs)
-	if err != nil {
-		return err
-	}
-	runOf := map[int64]*models.Run{}
-	for i := range runs {
-		runOf[runs[i].ID] = &runs[i]
-	}
-	approvalOf := map[int64]*models.Approval{}
-	for i := range approvals {
-		approvalOf[approvals[i].ID] = &approvals[i]
-	}
-	votesOf := map[int64][]models.Vote{}
-	for _, vote := range votes {
-		votesOf[vote.ApprovalID] = append(votesOf[vote.ApprovalID], vote)
-	}
-	for i := range xs {
-		x := &xs[i]
-		run, a := runOf[x.RunID], approvalOf[*x.ApprovalID]
-		if run == nil || a == nil {
-			continue
-		}
-		res := infra.Tally(a, votesOf[a.ID])
-		row := approvalsview.Row{
-			ExecutionID: x.ExecutionID, URL: executionURL(x.ExecutionID) + "#vote", Repository: run.Repository,
-			PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber), PRTitle: run.PRTitle,
-			Unit: x.CfgPath, Account: x.AccountName, Summary: orNone(infra.PlanSummary(outputs[x.ID]), "The plan has changes; open it to read them."),
-			Since: clock(a.CreatedAt), SinceISO: iso(a.CreatedAt),
-			Tally: fmt.Sprintf("%d of %d approvals", res.Approvals, a.MinApprovals),
-		}
-		for _, vote := range res.Votes {
-			if vote.Voter == email {
-				row.YourVote = fmt.Sprintf("You voted %s; you can change it until it is decided.", vote.Decision)
+	if w.Total > approvalsPerPage {
+		first := (page-1)*approvalsPerPage + 1
+		v.Showing = fmt.Sprintf("%d–%d of %d", first, first+len(w.Items)-1, w.Total)
+		at := func(p int) string {
+			q := url.Values{"page": {strconv.Itoa(p)}}
+			if kind != "" {
+				q.Set("kind", kind)
 			}
+			return pageurl.Approvals + "?" + q.Encode()
 		}
-		v.Rows = append(v.Rows, row)
+		if page > 1 {
+			v.PrevURL = at(page - 1)
+		}
+		if page*approvalsPerPage < w.Total {
+			v.NextURL = at(page + 1)
+		}
 	}
 	return s.render(c, http.StatusOK, approvalsview.Index(v))
 }
 
-// linkPage is an emailed voting link: the run, the unit, what was applied
-// before it, the plan, the votes so far and the voter's Approve/Reject.
+// approvalsPageParam is /approvals's ?page=, 1 when absent.
+func approvalsPageParam(c echo.Context) (int, error) {
+	raw := c.QueryParam("page")
+	if raw == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return 0, apperr.Field("page", "must be a whole number from 1")
+	}
+	return n, nil
+}
+
+func approvalRow(it approvals.Item) approvalsview.Row {
+	sum := it.Summary
+	row := approvalsview.Row{
+		Kind: it.Subject.Kind, ID: it.Subject.ID, Title: sum.Title, URL: orNone(sum.VoteURL, sum.URL), Detail: sum.Detail,
+		Context: sum.Context.Text, ContextLink: sum.Context.LinkText, ContextURL: sum.Context.LinkURL, ContextNote: sum.Context.Note,
+		Summary: sum.Text, Since: clock(it.Approval.CreatedAt), SinceISO: iso(it.Approval.CreatedAt),
+		Tally: fmt.Sprintf("%d of %d approvals", it.Result.Approvals, it.Approval.MinApprovals),
+	}
+	if it.YourVote != "" {
+		row.YourVote = fmt.Sprintf("You voted %s; you can change it until it is decided.", it.YourVote)
+	}
+	return row
+}
+
+// voterOf says where gantry.yaml names email as a voter, for the empty
+// /approvals page, and whether anything that takes votes is configured.
+func (s *Server) voterOf(ctx context.Context, email string) ([]string, bool, error) {
+	repos, err := models.ListRepositories(ctx, s.DB.Bun)
+	if err != nil {
+		return nil, false, err
+	}
+	var lines []string
+	for _, r := range repos {
+		for _, a := range r.Accounts {
+			if (approval.Policy{Voters: a.Voters}).IsVoter(email) {
+				lines = append(lines, fmt.Sprintf("You vote for account %s of %s (%s).", a.Name, r.Name, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
+			}
+		}
+	}
+	return lines, len(repos) == 0, nil
+}
+
+// linkPage is an emailed voting link: what its subject's area shows, the
+// votes so far and the voter's Approve/Reject.
 func (s *Server) linkPage(c echo.Context) error {
 	noStore(c)
 	token := c.Param("token")
-	claims, err := s.Infra.VerifyLink(token)
+	claims, subject, err := s.Approvals.VerifyLink(token)
 	if err != nil {
-		return s.linkError(c, claims, err)
+		return s.linkError(c, claims, subject, err)
 	}
-	v, err := s.linkView(c.Request().Context(), token, claims)
+	v, err := s.linkView(c.Request().Context(), subject, claims.Voter)
 	if err != nil {
 		return err
 	}
+	v.Voter, v.Action = claims.Voter, pageurl.VotingLink(token)
 	return s.render(c, http.StatusOK, approvalsview.Link(v))
 }
 
@@ -130,97 +145,146 @@ func (s *Server) linkPage(c echo.Context) error {
 // again (post/redirect/get) with what was recorded.
 func (s *Server) linkVote(c echo.Context) error {
 	noStore(c)
+	ctx := c.Request().Context()
 	token := c.Param("token")
 	decision := c.FormValue("decision")
-	claims, res, err := s.Infra.VoteWithLink(c.Request().Context(), token, decision, strings.TrimSpace(c.FormValue("comment")))
-	self := linkURL(token)
+	claims, out, err := s.Approvals.VoteWithLink(ctx, token, decision, strings.TrimSpace(c.FormValue("comment")))
+	self := pageurl.VotingLink(token)
 	var ae *apperr.Error
 	switch {
 	case err == nil:
-		x, xerr := models.ExecutionByExecutionID(c.Request().Context(), s.DB.Bun, infra.LinkExecutionID(claims))
-		if xerr != nil {
-			return xerr
+		subject, _ := approvals.ParseSubject(claims.Subject)
+		sum, _, err := s.Approvals.Describe(ctx, subject)
+		if err != nil {
+			return err
 		}
-		return s.redirectWithFlash(c, self, true, voteRecorded("your", decision, res, x))
+		return s.redirectWithFlash(c, self, true, voteRecorded("your", decision, out, sum))
 	case errors.As(err, &ae) && ae.Code == apperr.Forbidden:
-		return s.linkError(c, claims, err)
+		subject, _ := approvals.ParseSubject(claims.Subject)
+		return s.linkError(c, claims, subject, err)
 	case errors.As(err, &ae) && (ae.Code == apperr.Conflict || ae.Code == apperr.Invalid):
 		return s.redirectWithFlash(c, self, false, ae.Error())
 	}
 	return err
 }
 
-// linkView gathers what a voting link's page shows.
-func (s *Server) linkView(ctx context.Context, token string, claims approval.Claims) (approvalsview.LinkView, error) {
-	db := s.DB.Bun
-	id := infra.LinkExecutionID(claims)
-	x, err := models.ExecutionByExecutionID(ctx, db, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return approvalsview.LinkView{}, apperr.New(apperr.NotFound, "Execution %s, which this link votes on, no longer exists.", id)
+// voteRecorded says what a vote did, for the flash after it.
+func voteRecorded(whose, decision string, out approvals.Outcome, sum approvals.Summary) string {
+	what := "approval"
+	if d, _ := approval.ParseDecision(decision); d == approval.Reject {
+		what = "rejection"
 	}
+	msg := fmt.Sprintf("Recorded %s %s: %d of %d approvals, %d of %d rejections.", whose, what,
+		out.Approvals, out.MinApprovals, out.Rejections, out.MinRejections)
+	switch out.State {
+	case approval.Approved:
+		msg += " That was enough: " + sum.Approved
+	case approval.Rejected:
+		msg += " That was enough: " + sum.Rejected
+	}
+	return msg
+}
+
+// linkView is what a voting link's page shows: the area's page of the
+// subject, or one made from its summary.
+func (s *Server) linkView(ctx context.Context, subject approvals.Subject, voter string) (approvalsview.LinkView, error) {
+	a, votes, err := s.Approvals.Approval(ctx, subject)
 	if err != nil {
 		return approvalsview.LinkView{}, err
 	}
-	run, err := models.RunByID(ctx, db, x.RunID)
+	if view, ok := s.votePages[subject.Kind]; ok {
+		return view(ctx, subject.ID, voter, a, votes)
+	}
+	sum, ok, err := s.Approvals.Describe(ctx, subject)
 	if err != nil {
 		return approvalsview.LinkView{}, err
 	}
-	siblings, err := models.ExecutionsOfRun(ctx, db, run.ID)
-	if err != nil {
-		return approvalsview.LinkView{}, err
+	if !ok || a == nil {
+		return approvalsview.LinkView{}, apperr.New(apperr.NotFound, "%s, which this link votes on, no longer exists.", subject)
 	}
-	a, votes, err := s.approvalOf(ctx, x)
-	if err != nil {
-		return approvalsview.LinkView{}, err
-	}
+	return genericLinkView(sum, a, votes, voter), nil
+}
+
+// genericLinkView is the voting link page of a subject whose area gives
+// only its summary.
+func genericLinkView(sum approvals.Summary, a *models.Approval, votes []models.Vote, voter string) approvalsview.LinkView {
+	res := approvals.Tally(a, votes)
 	v := approvalsview.LinkView{
-		Voter: claims.Voter, ExecutionID: x.ExecutionID, Repository: run.Repository,
-		PR: "#" + strconv.Itoa(run.PRNumber), PRTitle: run.PRTitle, MergeCommit: run.MergeCommit,
-		Unit: x.CfgPath, Account: x.AccountName, State: execState(x), Summary: infra.PlanSummary(x.PlanOutput),
-		Deps: depsOf(x, siblings), Plan: x.PlanOutput, Votes: votesView(x, a, votes),
-		Action: linkURL(token), ExecutionURL: executionURL(x.ExecutionID),
+		Label: orNone(sum.Label, "Vote"), Title: sum.Title, Lead: sum.Detail, URL: sum.URL, URLText: "See it in Gantry →",
+		Votes: approvalsview.Votes{
+			Tally: fmt.Sprintf("%d of %d approvals · %d of %d rejections", res.Approvals, a.MinApprovals, res.Rejections, a.MinRejections),
+			Rows:  voteRows(votes),
+		},
+		Consequence: fmt.Sprintf("Once enough voters approve: %s Once enough reject: %s", sum.Approved, sum.Rejected),
 	}
-	v.Open = v.Votes.Open
 	switch {
-	case v.Open && !(approval.Policy{Voters: x.Voters}).IsVoter(claims.Voter):
-		v.Open = false
-		v.Votes.Note = fmt.Sprintf("%s is no longer one of the voters of account %s (%s), so this link cannot vote.", claims.Voter, x.AccountName, strings.Join(x.Voters, ", "))
-	case v.Open:
-		if mine := yourVote(v.Votes.Rows, claims.Voter); mine != "" {
-			v.Votes.Note = mine
+	case a.State == models.ApprovalApproved:
+		v.Votes.Outcome, v.Votes.OutcomeTone, v.Votes.Note = "approved", "ok", "Approved: votes are closed."
+	case a.State == models.ApprovalRejected:
+		v.Votes.Outcome, v.Votes.OutcomeTone, v.Votes.Note = "rejected", "bad", "Rejected: votes are closed."
+	case a.ClosedAt != nil:
+		v.Votes.Note = "Votes are closed: it ended before enough voters agreed."
+	case !approvals.PolicyOf(a).IsVoter(voter):
+		v.Votes.Note = fmt.Sprintf("%s is no longer one of its voters (%s), so this link cannot vote.", voter, strings.Join(a.Voters, ", "))
+	default:
+		v.Open = true
+		v.Votes.Note = yourVote(v.Votes.Rows, voter)
+	}
+	return v
+}
+
+// voteRows are votes as cast, a voter's replaced votes marked.
+func voteRows(votes []models.Vote) []components.VoteRow {
+	last := map[string]int{}
+	for i, vote := range votes {
+		last[strings.ToLower(vote.Voter)] = i
+	}
+	rows := make([]components.VoteRow, 0, len(votes))
+	for i, vote := range votes {
+		tone := "ok"
+		if vote.Decision == string(approval.Reject) {
+			tone = "bad"
+		}
+		rows = append(rows, components.VoteRow{
+			Voter: vote.Voter, Decision: vote.Decision, Tone: tone, Comment: vote.Comment, Via: vote.Via,
+			When: clock(vote.CreatedAt), WhenISO: iso(vote.CreatedAt), Replaced: last[strings.ToLower(vote.Voter)] != i,
+		})
+	}
+	return rows
+}
+
+// yourVote says what voter's vote that counts is, if any.
+func yourVote(rows []components.VoteRow, voter string) string {
+	for _, r := range rows {
+		if strings.EqualFold(r.Voter, voter) && !r.Replaced {
+			return fmt.Sprintf("You voted %s at %s UTC; you can change your vote until it is decided.", r.Decision, r.When)
 		}
 	}
-	return v, nil
+	return ""
 }
 
 // linkError is the 403 page of a link that does not work; for an expired
-// one it names the execution it was for and offers to sign in and vote
-// from the dashboard.
-func (s *Server) linkError(c echo.Context, claims approval.Claims, err error) error {
+// one it names the subject it was for and offers to sign in and vote from
+// the dashboard.
+func (s *Server) linkError(c echo.Context, claims approval.Claims, subject approvals.Subject, err error) error {
 	var ae *apperr.Error
 	if !errors.As(err, &ae) || ae.Code != apperr.Forbidden {
 		return err
 	}
-	v := approvalsview.LinkErrorView{Message: ae.Message, SignInURL: "/login"}
-	if errors.Is(err, approval.ErrExpired) && claims.Subject != "" {
-		id := infra.LinkExecutionID(claims)
-		v.Expired, v.ExecutionID, v.Voter = true, id, claims.Voter
-		v.SignInURL = "/login?" + url.Values{"next": {executionURL(id)}}.Encode()
-		ctx := c.Request().Context()
-		if x, err := models.ExecutionByExecutionID(ctx, s.DB.Bun, id); err == nil {
-			v.Unit, v.Account = x.CfgPath, x.AccountName
-			if run, err := models.RunByID(ctx, s.DB.Bun, x.RunID); err == nil {
-				v.Repository, v.PR = run.Repository, "#"+strconv.Itoa(run.PRNumber)
+	v := approvalsview.LinkErrorView{Label: "Vote", Message: ae.Message, SignInURL: pageurl.SignIn("")}
+	if errors.Is(err, approval.ErrExpired) && subject.ID != "" {
+		v.Expired, v.Kind, v.ID, v.Voter = true, subject.Kind, subject.ID, claims.Voter
+		v.IDLabel = strings.ToUpper(subject.Kind[:1]) + subject.Kind[1:]
+		if sum, ok, err := s.Approvals.Describe(c.Request().Context(), subject); err == nil && ok {
+			v.Label = orNone(sum.Label, v.Label)
+			v.SignInURL = pageurl.SignIn(sum.URL)
+			for _, f := range sum.Facts {
+				v.Facts = append(v.Facts, approvalsview.Fact{Label: f.Label, Value: f.Value, Mono: f.Mono})
 			}
 		}
 	}
 	return s.render(c, http.StatusForbidden, approvalsview.LinkError(v))
 }
-
-// linkPrefix is where the emailed voting links point.
-const linkPrefix = "/approvals/link/"
-
-func linkURL(token string) string { return linkPrefix + url.PathEscape(token) }
 
 // noStore keeps a page whose URL is a credential out of caches.
 func noStore(c echo.Context) {

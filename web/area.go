@@ -60,6 +60,12 @@ func (r *Router) RootAndAPI(method, path string, h echo.HandlerFunc, guard echo.
 	}
 }
 
+// VotePage sets what the page of a voting link shows of the area's subjects
+// of kind (the approvals service's kinds).
+func (r *Router) VotePage(kind string, f VotePageFunc) {
+	r.s.votePages[kind] = f
+}
+
 // Public adds a route that authenticates its callers itself (a signed
 // webhook delivery, a signed voting link) with the middleware given.
 func (r *Router) Public(method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -13,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/models"
@@ -49,6 +51,8 @@ func InfraArea() Area {
 			r.API(http.MethodGet, "/infra/executions/:execution_id", s.apiGetExecution, viewer, auth.ScopeRead)
 			r.API(http.MethodPost, "/infra/executions/:execution_id/votes", s.apiVote, approver, auth.ScopeVote)
 
+			r.VotePage(infra.ExecutionKind, s.executionLinkView)
+
 			// GitHub's deliveries: authenticated by their signature, not a session.
 			r.Public(http.MethodPost, webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
 		},
@@ -79,11 +83,16 @@ func (s *Server) githubWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.Status == http.StatusNoContent {
+	switch res.Outcome {
+	case infra.WebhookIgnored:
 		c.Response().Header().Set("X-Gantry-Ignored", res.Message)
-		return c.NoContent(res.Status)
+		return c.NoContent(http.StatusNoContent)
+	case infra.WebhookAccepted:
+		return c.JSON(http.StatusAccepted, map[string]string{"message": res.Message})
 	}
-	return c.JSON(res.Status, map[string]string{"message": res.Message})
+	// A ping, or a redelivery of what was received before: GitHub need not
+	// send it again.
+	return c.JSON(http.StatusOK, map[string]string{"message": res.Message})
 }
 
 // apiRepositories lists the configured repositories with their accounts and
@@ -253,7 +262,7 @@ func (s *Server) apiGetExecution(c echo.Context) error {
 			return err
 		}
 		out.ApprovalState, out.Votes = a.State, nonNilSlice(votes)
-		tally := infra.Tally(a, votes)
+		tally := approvals.Tally(a, votes)
 		for _, v := range tally.Votes {
 			if v.Decision == approval.Approve {
 				out.ApprovalVoters = append(out.ApprovalVoters, v.Voter)
@@ -279,7 +288,7 @@ func (s *Server) apiVote(c echo.Context) error {
 	}
 	p := principalOf(c)
 	res, err := s.Infra.Vote(c.Request().Context(), infra.VoteInput{
-		ExecutionID: c.Param("execution_id"), Voter: p.User.Email, Decision: in.Decision, Comment: in.Comment, Via: infra.ViaAPI,
+		ExecutionID: c.Param("execution_id"), Voter: p.User.Email, Decision: in.Decision, Comment: in.Comment, Via: approvals.ViaAPI,
 	})
 	if err != nil {
 		return err
@@ -289,11 +298,55 @@ func (s *Server) apiVote(c echo.Context) error {
 	})
 }
 
-// apiApprovals lists what waits for the caller's vote.
+// apiApprovals lists what waits for the caller's vote: "approvals" of
+// every kind of subject (?kind=, ?limit=, ?offset=), and "executions", the
+// infrastructure executions among them as rows, kept for older clients.
 func (s *Server) apiApprovals(c echo.Context) error {
-	xs, err := models.ExecutionsAwaitingVoter(c.Request().Context(), s.DB.Bun, strings.ToLower(principalOf(c).User.Email))
+	ctx := c.Request().Context()
+	email := strings.ToLower(principalOf(c).User.Email)
+	f := approvals.WaitingFilter{Kind: c.QueryParam("kind"), Limit: 100}
+	for name, dst := range map[string]*int{"limit": &f.Limit, "offset": &f.Offset} {
+		if raw := c.QueryParam(name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 0 || (name == "limit" && (n < 1 || n > 500)) {
+				return apperr.Field(name, "must be a whole number (limit: 1 to 500)")
+			}
+			*dst = n
+		}
+	}
+	w, err := s.Approvals.WaitingFor(ctx, email, f)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"executions": nonNilSlice(xs)})
+	xs, err := models.ExecutionsAwaitingVoter(ctx, s.DB.Bun, email)
+	if err != nil {
+		return err
+	}
+	out := make([]approvalJSON, len(w.Items))
+	for i, it := range w.Items {
+		out[i] = approvalJSON{
+			Subject: it.Subject.String(), Kind: it.Subject.Kind, ID: it.Subject.ID, Title: it.Summary.Title, URL: it.Summary.URL,
+			Summary: it.Summary.Text, Voters: it.Approval.Voters, Approvals: it.Result.Approvals, MinApprovals: it.Approval.MinApprovals,
+			Rejections: it.Result.Rejections, MinRejections: it.Approval.MinRejections, YourVote: string(it.YourVote),
+			WaitingSince: it.Approval.CreatedAt,
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"approvals": out, "total": w.Total, "executions": nonNilSlice(xs)})
+}
+
+// approvalJSON is one approval waiting for the caller.
+type approvalJSON struct {
+	Subject       string    `json:"subject"` // "<kind>:<id>"
+	Kind          string    `json:"kind"`
+	ID            string    `json:"id"`
+	Title         string    `json:"title"`
+	URL           string    `json:"url"` // its page, relative to Gantry's address
+	Summary       string    `json:"summary"`
+	Voters        []string  `json:"voters"`
+	Approvals     int       `json:"approvals"`
+	MinApprovals  int       `json:"min_approvals"`
+	Rejections    int       `json:"rejections"`
+	MinRejections int       `json:"min_rejections"`
+	YourVote      string    `json:"your_vote,omitempty"` // approve or reject, while it can change
+	WaitingSince  time.Time `json:"waiting_since"`
 }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
 )
@@ -519,7 +521,7 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 	add(text("min_rejection_count", strconv.Itoa(x.MinRejectionCount), "field-min-rejections"))
 	var approvers, rejecters []string
 	if a != nil {
-		res := infra.Tally(a, votes)
+		res := approvals.Tally(a, votes)
 		for _, vote := range res.Votes {
 			if vote.Decision == approval.Approve {
 				approvers = append(approvers, vote.Voter)
@@ -651,7 +653,7 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 		return v
 	}
-	res := infra.Tally(a, votes)
+	res := approvals.Tally(a, votes)
 	v := infraview.Votes{
 		Open:  a.State == models.ApprovalPending && x.Status == models.ExecRunning && x.Step == models.StepVoting,
 		Tally: fmt.Sprintf("%d of %d approvals · %d of %d rejections", res.Approvals, a.MinApprovals, res.Rejections, a.MinRejections),
@@ -669,20 +671,7 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 	}
 	v.Waiting = res.Waiting
-	last := map[string]int{}
-	for i, vote := range votes {
-		last[strings.ToLower(vote.Voter)] = i
-	}
-	for i, vote := range votes {
-		tone := "ok"
-		if vote.Decision == string(approval.Reject) {
-			tone = "bad"
-		}
-		v.Rows = append(v.Rows, infraview.VoteRow{
-			Voter: vote.Voter, Decision: vote.Decision, Tone: tone, Comment: vote.Comment, Via: vote.Via,
-			When: clock(vote.CreatedAt), WhenISO: iso(vote.CreatedAt), Replaced: last[strings.ToLower(vote.Voter)] != i,
-		})
-	}
+	v.Rows = voteRows(votes)
 	return v
 }
 
@@ -703,16 +692,6 @@ func voteFormFor(v *infraview.Votes, x *models.Execution, user *models.User, act
 	}
 }
 
-// yourVote says what voter's vote that counts is, if any.
-func yourVote(rows []infraview.VoteRow, voter string) string {
-	for _, r := range rows {
-		if strings.EqualFold(r.Voter, voter) && !r.Replaced {
-			return fmt.Sprintf("You voted %s at %s UTC; you can change your vote until it is decided.", r.Decision, r.When)
-		}
-	}
-	return ""
-}
-
 // voteForm is a voter's Approve or Reject from the execution page.
 func (s *Server) voteForm(c echo.Context) error {
 	x, err := s.executionParam(c)
@@ -727,7 +706,7 @@ func (s *Server) voteForm(c echo.Context) error {
 	decision := c.FormValue("decision")
 	res, err := s.Infra.Vote(c.Request().Context(), infra.VoteInput{
 		ExecutionID: x.ExecutionID, Voter: user.Email, Decision: decision,
-		Comment: strings.TrimSpace(c.FormValue("comment")), Via: infra.ViaDashboard,
+		Comment: strings.TrimSpace(c.FormValue("comment")), Via: approvals.ViaDashboard,
 	})
 	to := executionURL(x.ExecutionID)
 	if msg, ok := conflictMessage(err); ok {
@@ -736,24 +715,11 @@ func (s *Server) voteForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.redirectWithFlash(c, to, true, voteRecorded("your", decision, res, x))
-}
-
-// voteRecorded says what a vote did, for the flash after it.
-func voteRecorded(whose, decision string, res approval.Result, x *models.Execution) string {
-	what := "approval"
-	if d, _ := approval.ParseDecision(decision); d == approval.Reject {
-		what = "rejection"
+	sum, _, err := s.Approvals.Describe(c.Request().Context(), infra.ExecutionSubject(x.ExecutionID))
+	if err != nil {
+		return err
 	}
-	msg := fmt.Sprintf("Recorded %s %s: %d of %d approvals, %d of %d rejections.", whose, what,
-		res.Approvals, x.MinApprovalCount, res.Rejections, x.MinRejectionCount)
-	switch res.State {
-	case approval.Approved:
-		msg += " That was enough: the plan is being applied."
-	case approval.Rejected:
-		msg += " That was enough: the execution failed and what depends on it is aborted."
-	}
-	return msg
+	return s.redirectWithFlash(c, to, true, voteRecorded("your", decision, res, sum))
 }
 
 // outputTail is what a page following an output live receives.
@@ -1064,11 +1030,11 @@ func pullState(state string) infraview.State {
 }
 
 func runTitle(id int64) string { return "Run " + strconv.FormatInt(id, 10) }
-func runURL(id int64) string   { return "/infra/runs/" + strconv.FormatInt(id, 10) }
-func planURL(id int64) string  { return "/infra/plans/" + strconv.FormatInt(id, 10) }
-func executionURL(executionID string) string {
-	return "/infra/executions/" + url.PathEscape(executionID)
-}
-func pullURL(repo string, number int) string {
-	return "/infra/" + url.PathEscape(repo) + "/pulls/" + strconv.Itoa(number)
-}
+
+// The infrastructure pages' paths, from the one place they are spelled.
+var (
+	runURL       = pageurl.Run
+	planURL      = pageurl.Plan
+	executionURL = pageurl.Execution
+	pullURL      = pageurl.Pull
+)

@@ -59,7 +59,7 @@ func setupPages(t *testing.T, minApprovals int) *pagesBundle {
 func (b *pagesBundle) deliver(t *testing.T, p infratest.PR, action, mergeSHA string) {
 	t.Helper()
 	res := b.Deliver(t, "pull_request", b.repo.Event(p, action, mergeSHA))
-	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
 }
 
 // merge merges p, delivers the merged event and returns its run.
@@ -426,7 +426,7 @@ func TestInfraPagesFollowARun(t *testing.T) {
 		require.Contains(t, page, "You vote for account shared of live")
 	})
 	t.Run("an expired link names its execution and offers to sign in", func(t *testing.T) {
-		token, err := b.Infra.Signer.Sign(approval.Claims{Subject: infra.ExecutionTarget(dns.ExecutionID), Voter: grace, Expires: time.Now().Add(-time.Hour)})
+		token, err := b.Infra.Approvals.Signer().Sign(approval.Claims{Subject: infra.ExecutionTarget(dns.ExecutionID), Voter: grace, Expires: time.Now().Add(-time.Hour)})
 		require.NoError(t, err)
 		status, page, _ := b.browser(t).get(t, "/approvals/link/"+token)
 		require.Equal(t, http.StatusForbidden, status)

@@ -20,6 +20,7 @@ import (
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -180,8 +181,8 @@ func (s *Server) logRequests() echo.MiddlewareFunc {
 // loggedPath is a request path fit for the log: a voting link's token is a
 // credential (it votes as its voter for days), so it is left out.
 func loggedPath(path string) string {
-	if rest, ok := strings.CutPrefix(path, linkPrefix); ok && rest != "" {
-		return linkPrefix + "…"
+	if rest, ok := strings.CutPrefix(path, pageurl.VotingLinkPrefix); ok && rest != "" {
+		return pageurl.VotingLinkPrefix + "…"
 	}
 	return path
 }

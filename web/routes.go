@@ -3,6 +3,7 @@ package web
 import (
 	"github.com/gantryhq/gantry/assets"
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -42,8 +43,8 @@ func (s *Server) routes() {
 	// Approvals: what waits for the signed-in user's vote, and the emailed
 	// voting link, which needs no sign-in: its signed token is the credential.
 	e.GET("/approvals", s.approvalsPage, viewer)
-	e.GET(linkPrefix+":token", s.linkPage)
-	e.POST(linkPrefix+":token", s.linkVote)
+	e.GET(pageurl.VotingLinkPrefix+":token", s.linkPage)
+	e.POST(pageurl.VotingLinkPrefix+":token", s.linkVote)
 
 	// The dev mailbox, only under gantry dev (elsewhere these are 404s).
 	if s.Mailbox != nil {

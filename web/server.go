@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 	"golang.org/x/time/rate"
 
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/devmail"
 	"github.com/gantryhq/gantry/internal/infra"
@@ -42,6 +43,8 @@ type Deps struct {
 	AWSIdentity AWSIdentityVerifier
 	// Infra is the infrastructure delivery area.
 	Infra *infra.Service
+	// Approvals are the votes of every area: /approvals and voting links.
+	Approvals *approvals.Service
 	// Mailbox, under gantry dev, keeps every email for /dev/mailbox; nil
 	// leaves that page out.
 	Mailbox *devmail.Mailbox
@@ -63,6 +66,7 @@ type Server struct {
 	hub            *logHub
 	riverUIHandler http.Handler // nil until Serve starts it
 	clientLimits   *clientLimits
+	votePages      map[string]VotePageFunc // by kind of subject, from the areas
 	authCache      *authCache
 }
 
@@ -72,7 +76,7 @@ func New(d Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger),
 		clientLimits: &clientLimits{limiters: map[string]*rate.Limiter{}, def: d.Config.APIRate},
-		authCache:    newAuthCache(AuthCacheTTL)}
+		authCache:    newAuthCache(AuthCacheTTL), votePages: map[string]VotePageFunc{}}
 	s.metrics = newHTTPMetrics(d.Registry)
 	e.HTTPErrorHandler = s.handleError
 	s.routes()

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/demo"
@@ -70,6 +71,8 @@ type App struct {
 	Queue    *jobs.Queue
 	Registry *prometheus.Registry
 	AWS      *awsenv.Provider
+	// Approvals is every area's voting: policies, votes, links, emails.
+	Approvals *approvals.Service
 	// Mailbox keeps every email under gantry dev; nil otherwise.
 	Mailbox *devmail.Mailbox
 
@@ -121,9 +124,13 @@ func Open(ctx context.Context, o Options) (a *App, err error) {
 	}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), jobs.NewMetricsCollector(a.DB))
 
+	a.Approvals = approvals.New(approvals.Options{
+		Queue: a.Queue, Logger: o.Logger, BaseURL: cfg.BaseURL.String(), Mail: sender,
+		Signer: approval.Signer{Key: cfg.SecretKey}, LinkLifetime: cfg.VoteLinkTTL,
+	})
 	d := &Deps{
 		Config: cfg, Logger: o.Logger, DB: a.DB, Queue: a.Queue, Getenv: o.Getenv, Mail: sender, AWS: a.AWS,
-		Signer: approval.Signer{Key: cfg.SecretKey}, Registry: a.Registry, HTTPClient: o.HTTPClient,
+		Approvals: a.Approvals, Registry: a.Registry, HTTPClient: o.HTTPClient,
 		WorkDir: firstOf(o.WorkDir, cfg.WorkDir), GitHubAPI: firstOf(o.GitHubAPI, cfg.GitHubAPIURL),
 	}
 	areas := o.Areas
@@ -320,7 +327,7 @@ func (a *App) WebServer(riverClient *river.Client[pgx.Tx]) *web.Server {
 	}
 	return web.New(web.Deps{
 		Config: a.Config, DB: a.DB, Queue: a.Queue, River: riverClient, Migrator: a.Migrator, Logger: a.Logger,
-		Registry: a.Registry, AWSIdentity: a.AWS, Mailbox: a.Mailbox, Areas: areas,
+		Registry: a.Registry, AWSIdentity: a.AWS, Mailbox: a.Mailbox, Areas: areas, Approvals: a.Approvals,
 		Pools: ServiceOf[*pools.Service](a), Infra: ServiceOf[*infra.Service](a),
 	})
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/awsenv"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/gantryfile"
@@ -31,15 +31,17 @@ type Area struct {
 
 // Deps are what the application gives every area.
 type Deps struct {
-	Config   *config.Config
-	Logger   *slog.Logger
-	DB       *models.DB
-	Queue    *jobs.Queue
-	Getenv   func(string) string
-	Mail     mail.Sender // nil: Gantry sends no mail
-	AWS      *awsenv.Provider
-	Signer   approval.Signer // signs voting links
-	Registry prometheus.Registerer
+	Config *config.Config
+	Logger *slog.Logger
+	DB     *models.DB
+	Queue  *jobs.Queue
+	Getenv func(string) string
+	Mail   mail.Sender // nil: Gantry sends no mail
+	AWS    *awsenv.Provider
+	// Approvals is the one approvals service; an area registers its kinds
+	// of subject (what voters vote on) with it.
+	Approvals *approvals.Service
+	Registry  prometheus.Registerer
 	// HTTPClient makes the calls to other services (GitHub, webhooks).
 	HTTPClient *http.Client
 	// WorkDir is where commands' checkouts and files go.

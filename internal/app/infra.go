@@ -20,10 +20,11 @@ var infraArea = Area{Name: "infra", Build: func(_ context.Context, d *Deps) (*Pa
 		Git:     &gitrepo.Cache{Dir: filepath.Join(d.WorkDir, "git")},
 		WorkDir: filepath.Join(d.WorkDir, "jobs"),
 		Getenv:  d.Getenv, GitHubAPI: d.GitHubAPI, HTTPClient: d.HTTPClient, BaseURL: d.Config.BaseURL.String(),
-		Mail: d.Mail, Signer: d.Signer, LinkLifetime: d.Config.VoteLinkTTL,
-		Roles: d.AWS, CommandTimeout: d.Config.CommandTimeout, Env: passedEnv(d.Config.CommandEnv, d.Getenv),
+		Approvals: d.Approvals, Roles: d.AWS, CommandTimeout: d.Config.CommandTimeout, Env: passedEnv(d.Config.CommandEnv, d.Getenv),
 		Metrics: infra.NewMetrics(d.Registry, d.DB),
 	}
+	// Infrastructure executions are the first kind of subject voters vote on.
+	d.Approvals.Register(svc.ApprovalKind())
 	jobsArea := jobs.InfraArea(svc)
 	return &Parts{
 		Service: svc,

@@ -11,6 +11,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/models"
@@ -287,10 +288,10 @@ func (d *infraDemo) execution(run *models.Run, s execSpec) (*models.Execution, e
 		policy := approval.Policy{Voters: acc.Voters, MinApprovals: acc.MinApprovals, MinRejections: acc.MinRejections}
 		var cast []approval.Vote
 		for _, v := range s.votes {
-			votes = append(votes, models.Vote{Voter: v.voter, Decision: v.decision, Comment: v.comment, Via: infra.ViaLink, CreatedAt: d.ago(v.at)})
+			votes = append(votes, models.Vote{Voter: v.voter, Decision: v.decision, Comment: v.comment, Via: approvals.ViaLink, CreatedAt: d.ago(v.at)})
 			cast = append(cast, approval.Vote{Voter: v.voter, Decision: approval.Decision(v.decision), Comment: v.comment, At: d.ago(v.at)})
 			res := approval.Tally(policy, cast)
-			entries = append(entries, entry{v.at, infra.EventExecutionVoted, v.voter, map[string]any{"decision": v.decision, "comment": v.comment, "via": infra.ViaLink, "approvals": res.Approvals, "rejections": res.Rejections}})
+			entries = append(entries, entry{v.at, infra.EventExecutionVoted, v.voter, map[string]any{"decision": v.decision, "comment": v.comment, "via": approvals.ViaLink, "approvals": res.Approvals, "rejections": res.Rejections}})
 			if res.State == approval.Approved {
 				x.Step = models.StepApplying
 				entries = append(entries, entry{v.at, infra.EventExecutionApproved, v.voter, map[string]any{"approved_by": approvedBy(res)}})
@@ -300,6 +301,9 @@ func (d *infraDemo) execution(run *models.Run, s execSpec) (*models.Execution, e
 			a := &models.Approval{Subject: target, Voters: acc.Voters, MinApprovals: acc.MinApprovals, MinRejections: acc.MinRejections, CreatedAt: d.ago(s.planned)}
 			if res := approval.Tally(policy, cast); res.Decided() {
 				a.State, a.DecidedAt = string(res.State), ptrTime(res.Decisive.At)
+			}
+			if a.State == "" && s.ended > 0 {
+				a.ClosedAt = ptrTime(d.ago(s.ended)) // it ended before its votes decided
 			}
 			if err := models.InsertApproval(d.ctx, d.db, a); err != nil {
 				return nil, err

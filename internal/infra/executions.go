@@ -2,7 +2,6 @@ package infra
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/internal/mail"
+	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/runner"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
@@ -72,8 +71,9 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 			}
 			return s.finish(ctx, tx, run, x, true, "", "gantry")
 		}
-		a := &models.Approval{Subject: ExecutionTarget(x.ExecutionID), Voters: x.Voters, MinApprovals: x.MinApprovalCount, MinRejections: x.MinRejectionCount}
-		if err := models.InsertApproval(ctx, tx, a); err != nil {
+		a, err := s.Approvals.Open(ctx, tx, ExecutionSubject(x.ExecutionID),
+			approval.Policy{Voters: x.Voters, MinApprovals: x.MinApprovalCount, MinRejections: x.MinRejectionCount})
+		if err != nil {
 			return err
 		}
 		x.HasChanges, x.PlanFile, x.ApprovalID, x.Step = &changes, saved, &a.ID, models.StepVoting
@@ -131,6 +131,9 @@ func (s *Service) finish(ctx context.Context, tx jobs.Tx, run *models.Run, x *mo
 	if err := models.UpdateExecution(ctx, tx, x, "status", "error", "finished_at", "plan_exit_code", "apply_exit_code"); err != nil {
 		return err
 	}
+	if err := s.closeVotes(ctx, tx, x); err != nil {
+		return err
+	}
 	detail := map[string]any{"cfg_path": x.CfgPath}
 	if why != "" {
 		detail["error"] = why
@@ -139,62 +142,6 @@ func (s *Service) finish(ctx context.Context, tx jobs.Tx, run *models.Run, x *mo
 		return err
 	}
 	return s.advance(ctx, tx, run, actor)
-}
-
-// RequestVote emails one voter a signed link to the execution's approval
-// page; the link votes as that voter without a login.
-func (s *Service) RequestVote(ctx context.Context, id int64, voter string) error {
-	db := s.Queue.DB()
-	x, err := models.ExecutionByID(ctx, db, id)
-	if err != nil {
-		return err
-	}
-	if x.Status != models.ExecRunning || x.Step != models.StepVoting {
-		return nil // decided (or aborted) before this mail went out
-	}
-	run, err := models.RunByID(ctx, db, x.RunID)
-	if err != nil {
-		return err
-	}
-	link, err := s.VotingLink(x, voter)
-	if err != nil {
-		return err
-	}
-	msg := voteRequest(run, x, voter, link)
-	if s.Mail == nil {
-		// The link is a credential: it stays out of the log. The voter
-		// votes from /approvals instead.
-		s.Logger.WarnContext(ctx, "no mail configured: vote request not sent; the voter can vote from /approvals", "voter", voter, "execution", x.ExecutionID)
-		return nil
-	}
-	return s.Mail.Send(ctx, msg)
-}
-
-// VotingLink is the page where voter votes on x without signing in.
-func (s *Service) VotingLink(x *models.Execution, voter string) (string, error) {
-	token, err := s.Signer.Sign(approvalClaims(x, voter, s.now().Add(s.linkLifetime()), rand.Text()))
-	if err != nil {
-		return "", err
-	}
-	return s.BaseURL + "/approvals/link/" + token, nil
-}
-
-func voteRequest(run *models.Run, x *models.Execution, voter, link string) mail.Message {
-	summary := planSummary(x.PlanOutput)
-	var b strings.Builder
-	fmt.Fprintf(&b, "Your vote is needed before Gantry applies this plan.\n\n")
-	fmt.Fprintf(&b, "Repository:  %s (pull request #%d: %s)\n", run.Repository, run.PRNumber, run.PRTitle)
-	fmt.Fprintf(&b, "Unit:        %s\nAccount:     %s\nExecution:   %s\nCommit:      %s\n", x.CfgPath, x.AccountName, x.ExecutionID, run.MergeCommit)
-	fmt.Fprintf(&b, "Approvals:   at least %d of %d voters apply it; %d rejection(s) stop it.\n\n", x.MinApprovalCount, len(x.Voters), x.MinRejectionCount)
-	if summary != "" {
-		fmt.Fprintf(&b, "%s\n\n", summary)
-	}
-	fmt.Fprintf(&b, "Review the plan and vote (this link is yours; it votes as %s):\n%s\n", voter, link)
-	return mail.Message{
-		To:      []string{voter},
-		Subject: fmt.Sprintf("[Gantry] Vote on %s (%s) for %s#%d", x.CfgPath, x.AccountName, run.Repository, run.PRNumber),
-		Text:    b.String(),
-	}
 }
 
 // planSummary is terraform's one-line verdict ("Plan: 1 to add, …"), if the

@@ -1,7 +1,6 @@
 package infra_test
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,7 +31,7 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 
 	// Opened: each changed unit is planned at the head, with a status each.
 	res := b.Deliver(t, "pull_request", b.repo.Event(p, "opened", ""))
-	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
 	for _, unit := range []string{infratest.DNS, infratest.VPC, infratest.EC2} {
 		st := b.WaitStatus(t, p.Head, github.PlanContext(unit), "success")
 		require.Equal(t, "changes to apply", st.Description)
@@ -69,7 +68,7 @@ func TestMergedPullRequest_appliesInDependencyOrder(t *testing.T) {
 		if unit == infratest.RDS {
 			require.Contains(t, x.PlanOutput, `"rds in vpc-v2"`, "rds is planned with the vpc output applied in this run")
 		}
-		claims, result, err := b.Infra.VoteWithLink(b.ctx, token, "approve", "looks right")
+		claims, result, err := b.Infra.Approvals.VoteWithLink(b.ctx, token, "approve", "looks right")
 		require.NoError(t, err)
 		require.Equal(t, ada, claims.Voter)
 		require.Equal(t, approval.Approved, result.State)

@@ -20,9 +20,8 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/internal/apperr"
-	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/gitrepo"
-	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
@@ -73,14 +72,11 @@ type Service struct {
 	// GitHub Enterprise server's, or a test's.
 	GitHubAPI  string
 	HTTPClient *http.Client
-	// BaseURL is Gantry's public address, for links in statuses and mail.
+	// BaseURL is Gantry's public address, for links in statuses.
 	BaseURL string
-	// Mail sends the vote requests; nil logs them instead.
-	Mail mail.Sender
-	// Signer signs the voting links.
-	Signer approval.Signer
-	// LinkLifetime is how long a voting link works.
-	LinkLifetime time.Duration
+	// Approvals holds the executions' votes, links and vote requests;
+	// executions are its kind ExecutionKind (ApprovalKind).
+	Approvals *approvals.Service
 	// Roles gives commands the environment of an assumed role; nil refuses
 	// accounts with plan or apply roles.
 	Roles RoleAssumer
@@ -101,7 +97,6 @@ type RoleAssumer interface {
 
 // Defaults for the zero fields of a Service.
 const (
-	DefaultLinkLifetime   = 7 * 24 * time.Hour
 	DefaultCommandTimeout = 2 * time.Hour
 )
 
@@ -110,13 +105,6 @@ func (s *Service) now() time.Time {
 		return s.Now()
 	}
 	return time.Now()
-}
-
-func (s *Service) linkLifetime() time.Duration {
-	if s.LinkLifetime > 0 {
-		return s.LinkLifetime
-	}
-	return DefaultLinkLifetime
 }
 
 func (s *Service) commandTimeout() time.Duration {

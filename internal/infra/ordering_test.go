@@ -2,7 +2,6 @@ package infra_test
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -29,7 +28,7 @@ func (b *bundle) deliverID(t *testing.T, id string, body []byte) {
 	res, err := b.Infra.ReceiveWebhook(b.ctx, infra.Delivery{Event: "pull_request", ID: id,
 		Signature: github.Sign([]byte(servertest.WebhookSecret), body), Body: body})
 	require.NoError(t, err)
-	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
 }
 
 // TestLateDeliveryChangesNothing: a push delivered before the merge but

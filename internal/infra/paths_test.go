@@ -2,7 +2,6 @@ package infra_test
 
 import (
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
@@ -37,11 +37,11 @@ func TestRejection_abortsDependentsAndReleasesTheLock(t *testing.T) {
 	require.Equal(t, "locked by #3: its deployment is in progress", locked.Description)
 
 	// One approval of the two needed, then a rejection: rejected.
-	res, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: infra.ViaAPI})
+	res, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaAPI})
 	require.NoError(t, err)
 	require.Equal(t, approval.Pending, res.State)
 	token := b.VoteMail(t, grace, infratest.VPC)
-	_, res, err = b.Infra.VoteWithLink(b.ctx, token, "reject", "wrong CIDR")
+	_, res, err = b.Infra.Approvals.VoteWithLink(b.ctx, token, "reject", "wrong CIDR")
 	require.NoError(t, err)
 	require.Equal(t, approval.Rejected, res.State)
 
@@ -59,7 +59,7 @@ func TestRejection_abortsDependentsAndReleasesTheLock(t *testing.T) {
 	require.Contains(t, unlocked.Description, "unlocked", "open pull requests learn of the release without a push")
 
 	// Decided: no more votes.
-	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: infra.ViaAPI})
+	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.VPC).ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaAPI})
 	require.Error(t, err)
 	require.Equal(t, apperr.Conflict, apperr.CodeOf(err))
 }
@@ -82,7 +82,7 @@ func TestFailingApply_appliesOnlyTheSavedPlan(t *testing.T) {
 	b.repo.Apply(infratest.VPC)
 	infratest.Git(t, b.repo.Work, "checkout", "--quiet", "--", ".")
 
-	_, res, err := b.Infra.VoteWithLink(b.ctx, b.VoteMail(t, ada, infratest.VPC), "approve", "")
+	_, res, err := b.Infra.Approvals.VoteWithLink(b.ctx, b.VoteMail(t, ada, infratest.VPC), "approve", "")
 	require.NoError(t, err)
 	require.Equal(t, approval.Approved, res.State)
 	run = b.WaitRun(t, run.ID, models.RunFailed)
@@ -112,7 +112,7 @@ func TestMergeLock_secondMergeWaitsForTheFirst(t *testing.T) {
 		go func() { done <- b.Deliver(t, "pull_request", body) }()
 	}
 	for range bodies {
-		require.Equal(t, http.StatusAccepted, (<-done).Status)
+		require.Equal(t, infra.WebhookAccepted, (<-done).Outcome)
 	}
 	var runs []models.Run
 	servertest.WaitFor(t, func() (bool, string) {
@@ -149,7 +149,7 @@ func TestMergeLock_secondMergeWaitsForTheFirst(t *testing.T) {
 	if holder.PRNumber == second.Number {
 		holderUnit = infratest.EC2
 	}
-	_, _, err = b.Infra.VoteWithLink(b.ctx, b.VoteMail(t, ada, holderUnit), "approve", "")
+	_, _, err = b.Infra.Approvals.VoteWithLink(b.ctx, b.VoteMail(t, ada, holderUnit), "approve", "")
 	require.NoError(t, err)
 	b.WaitRun(t, holder.ID, models.RunSucceeded)
 	b.WaitRun(t, queued.ID, models.RunRunning)
@@ -189,19 +189,19 @@ func TestWebhook_refusesIgnoresAndDeduplicates(t *testing.T) {
 	t.Run("ping is answered", func(t *testing.T) {
 		ping := []byte(`{"zen":"Keep it logically awesome.","hook_id":1,"hook":{"type":"Repository","id":1,"events":["pull_request"],"config":{"content_type":"json"}},"repository":{"full_name":"acme/infra-live"},"sender":{"login":"octocat"}}`)
 		res := b.Deliver(t, "ping", ping)
-		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, infra.WebhookPing, res.Outcome)
 		require.Equal(t, "pong", res.Message)
 	})
 
 	t.Run("events that are not Gantry's are 204", func(t *testing.T) {
 		other := p
 		otherBody := githubEvent(b, other, "opened", "develop", servertest.GitHubRepo, b.repo.Remote)
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "pull_request", otherBody).Status, "not the trunk")
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "pull_request", otherBody).Outcome, "not the trunk")
 		unknown := githubEvent(b, other, "opened", "main", "acme/elsewhere", "/nowhere/elsewhere.git")
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "pull_request", unknown).Status, "not a configured repository")
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "pull_request", unknown).Outcome, "not a configured repository")
 		labeled := githubEvent(b, other, "labeled", "main", servertest.GitHubRepo, b.repo.Remote)
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "pull_request", labeled).Status, "an action that needs no plan")
-		require.Equal(t, http.StatusNoContent, b.Deliver(t, "push", []byte(`{"ref":"refs/heads/main"}`)).Status)
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "pull_request", labeled).Outcome, "an action that needs no plan")
+		require.Equal(t, infra.WebhookIgnored, b.Deliver(t, "push", []byte(`{"ref":"refs/heads/main"}`)).Outcome)
 	})
 
 	t.Run("a redelivery does nothing twice", func(t *testing.T) {
@@ -211,10 +211,10 @@ func TestWebhook_refusesIgnoresAndDeduplicates(t *testing.T) {
 			Signature: github.Sign([]byte(servertest.WebhookSecret), merged), Body: merged}
 		res, err := b.Infra.ReceiveWebhook(b.ctx, d)
 		require.NoError(t, err)
-		require.Equal(t, http.StatusAccepted, res.Status)
+		require.Equal(t, infra.WebhookAccepted, res.Outcome)
 		res, err = b.Infra.ReceiveWebhook(b.ctx, d)
 		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, infra.WebhookDuplicate, res.Outcome)
 		require.Contains(t, res.Message, "already received")
 		// The same merge under a new delivery id (GitHub's "redeliver"
 		// keeps the id; a second hook would not) starts no second run.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infrarun"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/internal/runner"
 	"github.com/gantryhq/gantry/internal/tgraph"
 	"github.com/gantryhq/gantry/jobs"
@@ -66,7 +67,7 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			}
 			return s.queueStatus(ctx, tx, repo, jobs.PostStatusArgs{
 				SHA: headSHA, Of: jobs.StatusAsGiven, State: string(github.StateError), Context: "gantry/plan",
-				Description: scanErr.Error(), TargetURL: s.BaseURL + fmt.Sprintf("/infra/%s/pulls/%d", repo.Name, number),
+				Description: scanErr.Error(), TargetURL: s.BaseURL + pageurl.Pull(repo.Name, number),
 			})
 		}
 		if err := models.SetPlanError(ctx, tx, repoName, number, headSHA, ""); err != nil {

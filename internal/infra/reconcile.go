@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
@@ -80,8 +81,8 @@ func (s *Service) Reconcile(ctx context.Context) error {
 // releases the merge lock, and the next queued run starts.
 func (s *Service) AbortRun(ctx context.Context, runID int64, actor, reason string) error {
 	reason = strings.TrimSpace(reason)
-	if len(reason) > MaxComment {
-		return apperr.Field("reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), MaxComment))
+	if len(reason) > approvals.MaxComment {
+		return apperr.Field("reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), approvals.MaxComment))
 	}
 	why := "aborted by " + actor
 	if reason != "" {
@@ -122,6 +123,9 @@ func (s *Service) AbortRun(ctx context.Context, runID int64, actor, reason strin
 			}
 			x.Status, x.FinishedAt, x.Error = models.ExecAborted, &now, why
 			if err := models.UpdateExecution(ctx, tx, x, "status", "finished_at", "error"); err != nil {
+				return err
+			}
+			if err := s.closeVotes(ctx, tx, x); err != nil {
 				return err
 			}
 			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionAborted, actor, map[string]any{"cfg_path": x.CfgPath, "reason": reason}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/jobs"
@@ -33,7 +34,7 @@ func TestAbortRun(t *testing.T) {
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
 	require.NoError(t, err)
 	require.Nil(t, lock)
-	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: vpc.ExecutionID, Voter: ada, Decision: "approve", Via: infra.ViaAPI})
+	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: vpc.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaAPI})
 	require.Equal(t, apperr.Conflict, apperr.CodeOf(err), "votes are closed")
 	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
 

@@ -2,11 +2,11 @@ package infra_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
@@ -55,7 +55,7 @@ func (b *bundle) merge(t *testing.T, p infratest.PR) (string, *models.Run) {
 	t.Helper()
 	sha := b.repo.Merge(p.Branch)
 	res := b.Deliver(t, "pull_request", b.repo.Event(p, "closed", sha))
-	require.Equal(t, http.StatusAccepted, res.Status, res.Message)
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
 	return sha, b.WaitRunOf(t, "live", sha)
 }
 

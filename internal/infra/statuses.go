@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
@@ -41,7 +42,7 @@ func (s *Service) queueMergeLockStatus(ctx context.Context, tx jobs.Tx, repo *mo
 
 // planStatus is what the status of a plan says.
 func (s *Service) planStatus(p *models.PRPlan) github.Status {
-	st := github.Status{Context: github.PlanContext(p.Path), TargetURL: s.BaseURL + fmt.Sprintf("/infra/plans/%d", p.ID)}
+	st := github.Status{Context: github.PlanContext(p.Path), TargetURL: s.BaseURL + pageurl.Plan(p.ID)}
 	switch {
 	case p.Status == models.PlanQueued:
 		st.State, st.Description = github.StatePending, "plan queued"
@@ -63,11 +64,11 @@ func (s *Service) mergeLockStatus(lock *models.MergeLock, number int) github.Sta
 		return github.Status{
 			State: github.StateFailure, Context: github.ContextMergeLock,
 			Description: fmt.Sprintf("locked by #%d: its deployment is in progress", lock.PRNumber),
-			TargetURL:   s.BaseURL + fmt.Sprintf("/infra/runs/%d", lock.RunID),
+			TargetURL:   s.BaseURL + pageurl.Run(lock.RunID),
 		}
 	}
 	return github.Status{State: github.StateSuccess, Context: github.ContextMergeLock,
-		Description: "unlocked: no deployment in progress", TargetURL: s.BaseURL + "/infra"}
+		Description: "unlocked: no deployment in progress", TargetURL: s.BaseURL + pageurl.Infra}
 }
 
 // RefreshMergeLock posts a fresh merge-lock status on the head of every

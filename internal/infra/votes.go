@@ -2,29 +2,156 @@ package infra
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
+
+	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/approvals"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
 
-// Where a vote came from.
-const (
-	ViaLink      = "link"
-	ViaDashboard = "dashboard"
-	ViaAPI       = "api"
-)
+// ExecutionKind is the kind of subject an execution's plan is to the
+// approvals service: its subjects are "execution:<execution_id>", which is
+// also the execution's log target.
+const ExecutionKind = "execution"
 
-// MaxComment is the longest comment a vote takes.
-const MaxComment = 4000
+// ExecutionSubject is the approvals' subject of an execution.
+func ExecutionSubject(executionID string) approvals.Subject {
+	return approvals.Subject{Kind: ExecutionKind, ID: executionID}
+}
 
-func approvalClaims(x *models.Execution, voter string, expires time.Time, nonce string) approval.Claims {
-	return approval.Claims{Subject: ExecutionTarget(x.ExecutionID), Voter: voter, Expires: expires, Nonce: nonce}
+// ApprovalKind is how the approvals service reaches executions: it locks
+// them for votes, applies or fails them on a decision, and describes them.
+func (s *Service) ApprovalKind() approvals.Kind { return executionKind{s} }
+
+type executionKind struct{ s *Service }
+
+func (executionKind) Name() string { return ExecutionKind }
+
+// Lock locks the execution's run, as everything that changes an execution
+// does, and takes votes while its plan waits for them.
+func (k executionKind) Lock(ctx context.Context, tx jobs.Tx, id string) (approvals.Ballot, error) {
+	x, err := models.ExecutionByExecutionID(ctx, tx, id)
+	if err != nil {
+		return approvals.Ballot{}, notFound(err, "execution "+id)
+	}
+	run, err := models.LockRun(ctx, tx, x.RunID)
+	if err != nil {
+		return approvals.Ballot{}, err
+	}
+	if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil {
+		return approvals.Ballot{}, err
+	}
+	switch {
+	case x.Ended():
+		return approvals.Ballot{}, apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
+	case x.ApprovalID == nil:
+		return approvals.Ballot{}, apperr.New(apperr.Conflict, "Execution %s is %s; it takes votes once its plan is ready.", x.ExecutionID, describe(x))
+	}
+	b := approvals.Ballot{ApprovalID: *x.ApprovalID, Log: models.LogEntry{
+		DeploymentID: DeploymentID(run), TargetID: ExecutionTarget(x.ExecutionID), Revision: run.MergeCommit,
+	}}
+	if x.Status != models.ExecRunning || x.Step != models.StepVoting {
+		b.Closed = apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
+	}
+	return b, nil
+}
+
+// Decided applies the saved plan the voters approved, or fails the
+// execution they rejected and aborts what depends on it.
+func (k executionKind) Decided(ctx context.Context, tx jobs.Tx, id string, res approval.Result, actor string) error {
+	x, err := models.ExecutionByExecutionID(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	switch res.State {
+	case approval.Approved:
+		x.Step = models.StepApplying
+		if err := models.UpdateExecution(ctx, tx, x, "step"); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, jobs.ApplyExecutionArgs{ExecutionID: x.ID}, nil)
+	case approval.Rejected:
+		run, err := models.LockRun(ctx, tx, x.RunID)
+		if err != nil {
+			return err
+		}
+		return k.s.finish(ctx, tx, run, x, false, "rejected by "+strings.Join(approvals.VotersWith(res, approval.Reject), ", "), actor)
+	}
+	return nil
+}
+
+// Describe names executions by unit, account and pull request, with the
+// plan's verdict; the vote request mail is the seed's.
+func (k executionKind) Describe(ctx context.Context, db bun.IDB, ids []string) (map[string]approvals.Summary, error) {
+	xs, err := models.ExecutionsByExecutionIDs(ctx, db, ids)
+	if err != nil {
+		return nil, err
+	}
+	runIDs := make([]int64, len(xs))
+	for i := range xs {
+		runIDs[i] = xs[i].RunID
+	}
+	runs, err := models.RunsByIDs(ctx, db, runIDs)
+	if err != nil {
+		return nil, err
+	}
+	runOf := make(map[int64]*models.Run, len(runs))
+	for i := range runs {
+		runOf[runs[i].ID] = &runs[i]
+	}
+	out := make(map[string]approvals.Summary, len(xs))
+	for i := range xs {
+		x := &xs[i]
+		run := runOf[x.RunID]
+		if run == nil {
+			continue
+		}
+		pr := "#" + strconv.Itoa(run.PRNumber)
+		text := planSummary(x.PlanOutput)
+		if text == "" {
+			text = "The plan has changes; open it to read them."
+		}
+		url := pageurl.Execution(x.ExecutionID)
+		out[x.ExecutionID] = approvals.Summary{
+			Label: "Infrastructure vote", Title: x.CfgPath, URL: url, VoteURL: url + "#vote", Detail: "account " + x.AccountName,
+			Context: approvals.Context{Text: run.Repository, LinkText: pr, LinkURL: pageurl.Pull(run.Repository, run.PRNumber), Note: run.PRTitle},
+			Text:    text,
+			Facts: []approvals.Fact{
+				{Label: "Unit", Value: x.CfgPath, Mono: true}, {Label: "Account", Value: x.AccountName},
+				{Label: "Repository", Value: run.Repository + " " + pr},
+			},
+			Approved: "the plan is being applied.",
+			Rejected: "the execution failed and what depends on it is aborted.",
+			Mail:     voteRequest(run, x),
+		}
+	}
+	return out, nil
+}
+
+// voteRequest is the mail asking a voter to vote on x; the approvals
+// service adds the voter's link.
+func voteRequest(run *models.Run, x *models.Execution) approvals.Mail {
+	summary := planSummary(x.PlanOutput)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Your vote is needed before Gantry applies this plan.\n\n")
+	fmt.Fprintf(&b, "Repository:  %s (pull request #%d: %s)\n", run.Repository, run.PRNumber, run.PRTitle)
+	fmt.Fprintf(&b, "Unit:        %s\nAccount:     %s\nExecution:   %s\nCommit:      %s\n", x.CfgPath, x.AccountName, x.ExecutionID, run.MergeCommit)
+	fmt.Fprintf(&b, "Approvals:   at least %d of %d voters apply it; %d rejection(s) stop it.\n\n", x.MinApprovalCount, len(x.Voters), x.MinRejectionCount)
+	if summary != "" {
+		fmt.Fprintf(&b, "%s\n\n", summary)
+	}
+	return approvals.Mail{
+		Subject: fmt.Sprintf("[Gantry] Vote on %s (%s) for %s#%d", x.CfgPath, x.AccountName, run.Repository, run.PRNumber),
+		Body:    b.String(),
+		Review:  "Review the plan and vote",
+	}
 }
 
 // VoteInput is one vote on an execution's plan.
@@ -33,159 +160,44 @@ type VoteInput struct {
 	Voter       string // email address
 	Decision    string // approve or reject
 	Comment     string
-	Via         string
+	Via         string // approvals.ViaDashboard, ViaAPI, ViaLink
 }
 
 // Vote records a vote on an execution waiting for votes. On the minimum
 // approvals the saved plan is applied; on the minimum rejections the
 // execution fails and what depends on it is aborted. A voter may change
 // their vote until then.
-func (s *Service) Vote(ctx context.Context, in VoteInput) (approval.Result, error) {
-	decision, err := approval.ParseDecision(in.Decision)
-	if err != nil {
-		return approval.Result{}, err
-	}
-	if len(in.Comment) > MaxComment {
-		return approval.Result{}, apperr.Field("comment", fmt.Sprintf("is %d bytes; at most %d", len(in.Comment), MaxComment))
-	}
-	voter := strings.ToLower(strings.TrimSpace(in.Voter))
-	var result approval.Result
-	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		x, err := models.ExecutionByExecutionID(ctx, tx, in.ExecutionID)
-		if err != nil {
-			return notFound(err, "execution "+in.ExecutionID)
-		}
-		run, err := models.LockRun(ctx, tx, x.RunID)
-		if err != nil {
-			return err
-		}
-		if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil {
-			return err
-		}
-		switch {
-		case x.Ended():
-			return apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
-		case x.ApprovalID == nil:
-			return apperr.New(apperr.Conflict, "Execution %s is %s; it takes votes once its plan is ready.", x.ExecutionID, describe(x))
-		}
-		a, err := models.LockApproval(ctx, tx, *x.ApprovalID)
-		if err != nil {
-			return err
-		}
-		votes, err := models.VotesOf(ctx, tx, a.ID)
-		if err != nil {
-			return err
-		}
-		policy := policyOf(a)
-		if err := approval.CanVote(policy, approval.Tally(policy, engineVotes(votes)), voter); err != nil {
-			return err
-		}
-		if x.Status != models.ExecRunning || x.Step != models.StepVoting {
-			return apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
-		}
-		v := &models.Vote{ApprovalID: a.ID, Voter: voter, Decision: string(decision), Comment: in.Comment, Via: in.Via}
-		if err := models.InsertVote(ctx, tx, v); err != nil {
-			return err
-		}
-		result = approval.Tally(policy, engineVotes(append(votes, *v)))
-		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionVoted, voter,
-			map[string]any{"decision": v.Decision, "comment": v.Comment, "via": v.Via, "approvals": result.Approvals, "rejections": result.Rejections}); err != nil {
-			return err
-		}
-		switch result.State {
-		case approval.Approved:
-			if err := models.DecideApproval(ctx, tx, a.ID, string(result.State)); err != nil {
-				return err
-			}
-			x.Step = models.StepApplying
-			if err := models.UpdateExecution(ctx, tx, x, "step"); err != nil {
-				return err
-			}
-			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionApproved, voter,
-				map[string]any{"approved_by": votersWith(result, approval.Approve)}); err != nil {
-				return err
-			}
-			return tx.Enqueue(ctx, jobs.ApplyExecutionArgs{ExecutionID: x.ID}, nil)
-		case approval.Rejected:
-			if err := models.DecideApproval(ctx, tx, a.ID, string(result.State)); err != nil {
-				return err
-			}
-			rejectedBy := votersWith(result, approval.Reject)
-			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionRejected, voter,
-				map[string]any{"rejected_by": rejectedBy}); err != nil {
-				return err
-			}
-			return s.finish(ctx, tx, run, x, false, "rejected by "+strings.Join(rejectedBy, ", "), voter)
-		}
-		return nil
+func (s *Service) Vote(ctx context.Context, in VoteInput) (approvals.Outcome, error) {
+	return s.Approvals.Vote(ctx, approvals.VoteInput{
+		Subject: ExecutionSubject(in.ExecutionID), Voter: in.Voter, Decision: in.Decision, Comment: in.Comment, Via: in.Via,
 	})
-	return result, err
 }
 
-// VoteWithLink records the vote of the voter an emailed link was sent to.
-func (s *Service) VoteWithLink(ctx context.Context, token, decision, comment string) (approval.Claims, approval.Result, error) {
-	c, err := s.VerifyLink(token)
+// RequestVote emails one voter a signed link to the execution's approval
+// page; the link votes as that voter without a login.
+func (s *Service) RequestVote(ctx context.Context, id int64, voter string) error {
+	x, err := models.ExecutionByID(ctx, s.Queue.DB(), id)
 	if err != nil {
-		return c, approval.Result{}, err
+		return err
 	}
-	// A voter whose Gantry account was disabled (someone who left) cannot
-	// go on voting through links mailed before.
-	switch u, err := models.UserByEmail(ctx, s.Queue.DB(), c.Voter); {
-	case err == nil && u.Disabled():
-		return c, approval.Result{}, apperr.New(apperr.Forbidden, "The Gantry account of %s is disabled, so its voting links no longer work.", c.Voter)
-	case err != nil && !errors.Is(err, models.ErrNotFound):
-		return c, approval.Result{}, err
+	if x.Status != models.ExecRunning || x.Step != models.StepVoting {
+		return nil // decided (or aborted) before this mail went out
 	}
-	res, err := s.Vote(ctx, VoteInput{ExecutionID: strings.TrimPrefix(c.Subject, "execution:"), Voter: c.Voter, Decision: decision, Comment: comment, Via: ViaLink})
-	return c, res, err
+	return s.Approvals.RequestVote(ctx, ExecutionSubject(x.ExecutionID), voter)
 }
 
-// VerifyLink checks a voting link's token and names its execution.
-func (s *Service) VerifyLink(token string) (approval.Claims, error) {
-	c, err := s.Signer.Verify(token, s.now())
-	if err != nil {
-		return c, err
+// closeVotes closes the votes on an execution that ends without their
+// decision (aborted, or failed while they were open).
+func (s *Service) closeVotes(ctx context.Context, tx jobs.Tx, x *models.Execution) error {
+	if x.ApprovalID == nil {
+		return nil
 	}
-	if !strings.HasPrefix(c.Subject, "execution:") {
-		return c, apperr.New(apperr.Forbidden, "This link is not a vote on an infrastructure execution.")
-	}
-	return c, nil
+	return s.Approvals.Close(ctx, tx, ExecutionSubject(x.ExecutionID))
 }
-
-// LinkExecutionID is the execution a verified link votes on.
-func LinkExecutionID(c approval.Claims) string { return strings.TrimPrefix(c.Subject, "execution:") }
 
 func describe(x *models.Execution) string {
 	if x.Status == models.ExecRunning && x.Step != "" {
 		return x.Step
 	}
 	return x.Status
-}
-
-// Tally is what an approval's votes add up to (each voter's latest vote
-// counts, thresholds are "at least").
-func Tally(a *models.Approval, votes []models.Vote) approval.Result {
-	return approval.Tally(policyOf(a), engineVotes(votes))
-}
-
-func policyOf(a *models.Approval) approval.Policy {
-	return approval.Policy{Voters: a.Voters, MinApprovals: a.MinApprovals, MinRejections: a.MinRejections}
-}
-
-func engineVotes(votes []models.Vote) []approval.Vote {
-	out := make([]approval.Vote, len(votes))
-	for i, v := range votes {
-		out[i] = approval.Vote{Voter: v.Voter, Decision: approval.Decision(v.Decision), Comment: v.Comment, At: v.CreatedAt}
-	}
-	return out
-}
-
-func votersWith(r approval.Result, d approval.Decision) []string {
-	var out []string
-	for _, v := range r.Votes {
-		if v.Decision == d {
-			out = append(out, v.Voter)
-		}
-	}
-	return out
 }

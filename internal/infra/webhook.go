@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -21,23 +20,35 @@ type Delivery struct {
 	Body      []byte
 }
 
-// WebhookResult is the answer to a delivery.
+// WebhookResult is what became of a delivery; the web layer chooses the
+// HTTP answer for each outcome.
 type WebhookResult struct {
-	Status  int // 200 ping or already received, 202 accepted, 204 ignored
+	Outcome WebhookOutcome
 	Message string
 }
+
+// WebhookOutcome is what became of a delivery that was not refused.
+type WebhookOutcome string
+
+// The outcomes of a delivery.
+const (
+	WebhookAccepted  WebhookOutcome = "accepted"  // recorded; its work is queued
+	WebhookDuplicate WebhookOutcome = "duplicate" // this delivery id was received before
+	WebhookIgnored   WebhookOutcome = "ignored"   // nothing for Gantry to do
+	WebhookPing      WebhookOutcome = "ping"      // GitHub's hello when a hook is made
+)
 
 // ReceiveWebhook checks a delivery and, when it concerns a configured
 // repository's trunk, records it and queues its work in one transaction. It
 // never does the work itself: GitHub waits ten seconds at most.
 func (s *Service) ReceiveWebhook(ctx context.Context, d Delivery) (WebhookResult, error) {
 	res, err := s.receive(ctx, d)
-	s.Metrics.delivery(d.Event, deliveryResult(d, res, err))
+	s.Metrics.delivery(d.Event, deliveryResult(res, err))
 	return res, err
 }
 
 // deliveryResult names what became of a delivery, for the metrics.
-func deliveryResult(d Delivery, res WebhookResult, err error) string {
+func deliveryResult(res WebhookResult, err error) string {
 	switch {
 	case apperr.CodeOf(err) == apperr.Unauthorized:
 		return "refused"
@@ -45,14 +56,8 @@ func deliveryResult(d Delivery, res WebhookResult, err error) string {
 		return "invalid"
 	case err != nil:
 		return "error"
-	case res.Status == http.StatusAccepted:
-		return "accepted"
-	case res.Status == http.StatusNoContent:
-		return "ignored"
-	case d.Event == github.EventPing:
-		return "ping"
 	}
-	return "duplicate"
+	return string(res.Outcome)
 }
 
 func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error) {
@@ -93,9 +98,9 @@ func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error
 	switch e := ev.(type) {
 	case github.Ping:
 		if !e.Subscribed(github.EventPullRequest) {
-			return WebhookResult{Status: http.StatusOK, Message: "pong; this hook does not send pull_request events, which Gantry needs"}, nil
+			return WebhookResult{Outcome: WebhookPing, Message: "pong; this hook does not send pull_request events, which Gantry needs"}, nil
 		}
-		return WebhookResult{Status: http.StatusOK, Message: "pong"}, nil
+		return WebhookResult{Outcome: WebhookPing, Message: "pong"}, nil
 	case github.PullRequest:
 		repoOfEvent = e.Repository
 		repo := matchRepository(signedFor, e.Repository)
@@ -118,11 +123,11 @@ func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error
 }
 
 func ignored(format string, args ...any) WebhookResult {
-	return WebhookResult{Status: http.StatusNoContent, Message: fmt.Sprintf(format, args...)}
+	return WebhookResult{Outcome: WebhookIgnored, Message: fmt.Sprintf(format, args...)}
 }
 
 func (s *Service) accept(ctx context.Context, repo *models.Repository, d Delivery, action string, ghRepo github.Repository) (WebhookResult, error) {
-	res := WebhookResult{Status: http.StatusAccepted, Message: "accepted"}
+	res := WebhookResult{Outcome: WebhookAccepted, Message: "accepted"}
 	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		fresh, err := models.RecordDelivery(ctx, tx, &models.WebhookDelivery{
 			DeliveryID: d.ID, Event: d.Event, Action: action, Repository: repo.Name, Payload: d.Body,
@@ -131,7 +136,7 @@ func (s *Service) accept(ctx context.Context, repo *models.Repository, d Deliver
 			return err
 		}
 		if !fresh {
-			res = WebhookResult{Status: http.StatusOK, Message: fmt.Sprintf("delivery %s was already received", d.ID)}
+			res = WebhookResult{Outcome: WebhookDuplicate, Message: fmt.Sprintf("delivery %s was already received", d.ID)}
 			return nil
 		}
 		if ghRepo.FullName != "" {

@@ -468,7 +468,7 @@ func votePanel(v Votes) templ.Component {
 			}
 		}
 		if len(v.Rows) > 0 {
-			templ_7745c5c3_Err = VoteTable(v.Rows).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.VoteTable(v.Rows).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -527,7 +527,7 @@ func votePanel(v Votes) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = VoteButtons().Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = components.VoteButtons().Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

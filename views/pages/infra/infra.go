@@ -8,6 +8,7 @@ package infra
 import (
 	"strconv"
 
+	"github.com/gantryhq/gantry/views/components"
 	"github.com/gantryhq/gantry/views/pages/log"
 )
 
@@ -251,18 +252,6 @@ type Dep struct {
 	Why   string // "unit dependency" / "account prod depends on shared"
 }
 
-// VoteRow is one vote as cast.
-type VoteRow struct {
-	Voter    string
-	Decision string
-	Tone     string
-	Comment  string
-	Via      string
-	When     string
-	WhenISO  string
-	Replaced bool // a later vote of the same voter counts instead
-}
-
 // VoteForm is the dashboard's Approve/Reject for a voter.
 type VoteForm struct {
 	Action  string
@@ -277,7 +266,7 @@ type Votes struct {
 	Outcome     string // "approved", "rejected", "" while pending
 	OutcomeTone string
 	Waiting     []string
-	Rows        []VoteRow
+	Rows        []components.VoteRow
 	Form        *VoteForm
 	Note        string // why there is no form
 }
@@ -373,3 +362,18 @@ const ExampleConfig = `repositories:
 `
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// VoteLink is what an emailed voting link's page shows of an execution around
+// its votes: the run and what was applied before it, then the plan.
+type VoteLink struct {
+	Repository  string
+	PR          string
+	PRTitle     string
+	MergeCommit string
+	Unit        string
+	Account     string
+	ExecutionID string
+	Deps        []Dep
+	Summary     string
+	Plan        string
+}
