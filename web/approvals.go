@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -290,4 +291,58 @@ func (s *Server) linkError(c echo.Context, claims approval.Claims, subject appro
 func noStore(c echo.Context) {
 	c.Response().Header().Set("Cache-Control", "no-store")
 	c.Response().Header().Set("X-Robots-Tag", "noindex")
+}
+
+// apiApprovals lists what waits for the caller's vote: "approvals" of
+// every kind of subject (?kind=, ?limit=, ?offset=), and "executions", the
+// infrastructure executions among them as rows, kept for the clients that
+// read them (gantry infra approvals).
+func (s *Server) apiApprovals(c echo.Context) error {
+	ctx := c.Request().Context()
+	email := strings.ToLower(principalOf(c).User.Email)
+	f := approvals.WaitingFilter{Kind: c.QueryParam("kind"), Limit: 100}
+	for name, dst := range map[string]*int{"limit": &f.Limit, "offset": &f.Offset} {
+		if raw := c.QueryParam(name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 0 || (name == "limit" && (n < 1 || n > 500)) {
+				return apperr.Field(name, "must be a whole number (limit: 1 to 500)")
+			}
+			*dst = n
+		}
+	}
+	w, err := s.Approvals.WaitingFor(ctx, email, f)
+	if err != nil {
+		return err
+	}
+	xs, err := models.ExecutionsAwaitingVoter(ctx, s.DB.Bun, email)
+	if err != nil {
+		return err
+	}
+	out := make([]approvalJSON, len(w.Items))
+	for i, it := range w.Items {
+		out[i] = approvalJSON{
+			Subject: it.Subject.String(), Kind: it.Subject.Kind, ID: it.Subject.ID, Title: it.Summary.Title, URL: it.Summary.URL,
+			Summary: it.Summary.Text, Voters: it.Approval.Voters, Approvals: it.Result.Approvals, MinApprovals: it.Approval.MinApprovals,
+			Rejections: it.Result.Rejections, MinRejections: it.Approval.MinRejections, YourVote: string(it.YourVote),
+			WaitingSince: it.Approval.CreatedAt,
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"approvals": out, "total": w.Total, "executions": nonNilSlice(xs)})
+}
+
+// approvalJSON is one approval waiting for the caller.
+type approvalJSON struct {
+	Subject       string    `json:"subject"` // "<kind>:<id>"
+	Kind          string    `json:"kind"`
+	ID            string    `json:"id"`
+	Title         string    `json:"title"`
+	URL           string    `json:"url"` // its page, relative to Gantry's address
+	Summary       string    `json:"summary"`
+	Voters        []string  `json:"voters"`
+	Approvals     int       `json:"approvals"`
+	MinApprovals  int       `json:"min_approvals"`
+	Rejections    int       `json:"rejections"`
+	MinRejections int       `json:"min_rejections"`
+	YourVote      string    `json:"your_vote,omitempty"` // approve or reject, while it can change
+	WaitingSince  time.Time `json:"waiting_since"`
 }

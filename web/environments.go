@@ -75,7 +75,7 @@ func leaseOf(a *models.Allocation, env *models.Environment, creds *pools.Credent
 	return out
 }
 
-func (s *Server) allocate(c echo.Context) error {
+func (s *environmentsHandlers) allocate(c echo.Context) error {
 	var in allocateRequest
 	if err := bindJSON(c, &in); err != nil {
 		s.metrics.allocation(in.Pool, http.StatusBadRequest, nil)
@@ -125,7 +125,7 @@ type releaseRequest struct {
 	Outcome string `json:"outcome"`
 }
 
-func (s *Server) releaseAllocation(c echo.Context) error {
+func (s *environmentsHandlers) releaseAllocation(c echo.Context) error {
 	id, err := allocationID(c)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ type extendRequest struct {
 	Duration string `json:"duration"` // added to the current expiry, e.g. "1h"
 }
 
-func (s *Server) extendAllocation(c echo.Context) error {
+func (s *environmentsHandlers) extendAllocation(c echo.Context) error {
 	id, err := allocationID(c)
 	if err != nil {
 		return err
@@ -177,7 +177,7 @@ func (s *Server) extendAllocation(c echo.Context) error {
 	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, creds))
 }
 
-func (s *Server) getAllocation(c echo.Context) error {
+func (s *environmentsHandlers) getAllocation(c echo.Context) error {
 	id, err := allocationID(c)
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func allocationFilter(c echo.Context) (models.AllocationFilter, error) {
 	return f, bad.Err()
 }
 
-func (s *Server) listAllocations(c echo.Context) error {
+func (s *environmentsHandlers) listAllocations(c echo.Context) error {
 	f, err := allocationFilter(c)
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func parseAllocationCursor(v string) (*models.AllocationCursor, error) {
 	return &models.AllocationCursor{StartedAt: t, ID: u}, nil
 }
 
-func (s *Server) listPools(c echo.Context) error {
+func (s *environmentsHandlers) listPools(c echo.Context) error {
 	ctx := c.Request().Context()
 	caps, err := models.Capacity(ctx, s.DB.Bun)
 	if err != nil {

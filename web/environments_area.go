@@ -4,19 +4,27 @@ import (
 	"net/http"
 
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
+
+// environmentsHandlers are the environment pools area's handlers: the
+// server's shared parts and the area's service.
+type environmentsHandlers struct {
+	*Server
+	Pools *pools.Service
+}
 
 // EnvironmentsArea is the environment pools area (seed 001) on the web: the
 // pools' pages with the dirty queue and allocation history, and the lease
 // API at the seed's routes and under /api/v1. Handlers are in
 // environments.go (API) and environments_pages.go (pages).
-func EnvironmentsArea() Area {
+func EnvironmentsArea(svc *pools.Service) Area {
 	return Area{
 		Name: "environments", Title: "Environments", Path: "/environments",
 		Blurb: "Lease test environments to CI with temporary credentials; cleaned after use.",
 		Routes: func(r *Router) {
-			s := r.s
+			s := &environmentsHandlers{Server: r.s, Pools: svc}
 			r.Page(http.MethodGet, "/environments", s.environmentsPage, models.RoleViewer)
 			r.Page(http.MethodGet, "/environments/allocations", s.allocationHistoryPage, models.RoleViewer)
 			r.Page(http.MethodGet, "/environments/:id", s.environmentPage, models.RoleViewer)

@@ -156,7 +156,7 @@ func parseHistoryCursor(v string) (*models.AllocationCursor, error) {
 
 // environmentsPage is /environments: per pool its capacity, utilisation and
 // environments, and the dirty queue across pools.
-func (s *Server) environmentsPage(c echo.Context) error {
+func (s *environmentsHandlers) environmentsPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
 	filter := envview.IndexFilter{Pool: q.Get("pool"), Status: q.Get("status"), Query: strings.TrimSpace(q.Get("q"))}
@@ -423,7 +423,7 @@ func capabilities(m map[string]string) []envview.Capability {
 }
 
 // dirtyRow describes a dirty environment with why it is dirty, from its log.
-func (s *Server) dirtyRow(ctx context.Context, e *models.Environment) (envview.DirtyRow, error) {
+func (s *environmentsHandlers) dirtyRow(ctx context.Context, e *models.Environment) (envview.DirtyRow, error) {
 	row := envview.DirtyRow{ID: e.ID, URL: environmentURL(e.ID), Name: e.Name(), Pool: e.Pool,
 		OutputTail: lastLines(e.CleanupOutput, dirtyTailLines),
 		RetryURL:   environmentURL(e.ID) + "/retry-cleanup", MarkCleanURL: environmentURL(e.ID) + "/mark-clean"}
@@ -454,7 +454,7 @@ func (s *Server) dirtyRow(ctx context.Context, e *models.Environment) (envview.D
 
 // environmentPage is one environment: what it is, who holds it, its cleanup
 // output (refreshing while it cleans), its history and its log.
-func (s *Server) environmentPage(c echo.Context) error {
+func (s *environmentsHandlers) environmentPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	env, err := s.environmentParam(c)
 	if err != nil {
@@ -567,7 +567,7 @@ func cleanupOf(env *models.Environment, now time.Time) envview.Cleanup {
 
 // allocationHistoryPage is /environments/allocations: the history filtered
 // by pool, environment, requester and time window.
-func (s *Server) allocationHistoryPage(c echo.Context) error {
+func (s *environmentsHandlers) allocationHistoryPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
 	now := time.Now()
@@ -719,7 +719,7 @@ func outcomeTone(outcome, endedBy string) string {
 }
 
 // retryCleanupForm is the operator's "clean this dirty environment again".
-func (s *Server) retryCleanupForm(c echo.Context) error {
+func (s *environmentsHandlers) retryCleanupForm(c echo.Context) error {
 	env, err := s.environmentParam(c)
 	if err != nil {
 		return err
@@ -736,7 +736,7 @@ func (s *Server) retryCleanupForm(c echo.Context) error {
 }
 
 // markCleanForm is the operator's "this dirty environment is fine as it is".
-func (s *Server) markCleanForm(c echo.Context) error {
+func (s *environmentsHandlers) markCleanForm(c echo.Context) error {
 	ctx := c.Request().Context()
 	env, err := s.environmentParam(c)
 	if err != nil {
@@ -780,7 +780,7 @@ func actionReturn(c echo.Context, env *models.Environment) string {
 	return environmentURL(env.ID)
 }
 
-func (s *Server) environmentParam(c echo.Context) (*models.Environment, error) {
+func (s *environmentsHandlers) environmentParam(c echo.Context) (*models.Environment, error) {
 	id, err := pathID(c, "environment")
 	if err != nil {
 		return nil, err

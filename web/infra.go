@@ -5,32 +5,37 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
-	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/approvals"
+	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/models"
 )
+
+// infraHandlers are the infrastructure area's handlers: the server's
+// shared parts and the area's service.
+type infraHandlers struct {
+	*Server
+	Infra *infra.Service
+}
 
 // InfraArea is the infrastructure area (seed 000) on the web: repositories,
 // pull requests and their plans, runs with their execution graph,
 // executions with live output and votes; GitHub's webhook and the JSON API
 // for runs, executions and votes (a bot votes with a token of scope vote).
 // The machine endpoints are in this file, the pages in infra_pages.go.
-func InfraArea() Area {
+func InfraArea(svc *infra.Service) Area {
 	return Area{
 		Name: "infra", Title: "Infrastructure", Path: "/infra",
 		Blurb: "Terragrunt plans per pull request; dependency-ordered applies after merge, with votes.",
 		Routes: func(r *Router) {
-			s := r.s
+			s := &infraHandlers{Server: r.s, Infra: svc}
 			viewer, operator, approver := models.RoleViewer, models.RoleOperator, models.RoleApprover
 			// The output tails are JSON for the pages' own script.
 			r.Page(http.MethodGet, "/infra", s.infraPage, viewer)
@@ -68,7 +73,7 @@ const (
 // a ping or a delivery already received, 204 for events that are not
 // Gantry's, 202 once the delivery is recorded with its job. The work is
 // never done in the request.
-func (s *Server) githubWebhook(c echo.Context) error {
+func (s *infraHandlers) githubWebhook(c echo.Context) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, github.MaxPayloadSize+1))
 	if err != nil {
 		return apperr.New(apperr.Invalid, "Reading the delivery: %v.", err)
@@ -97,7 +102,7 @@ func (s *Server) githubWebhook(c echo.Context) error {
 
 // apiRepositories lists the configured repositories with their accounts and
 // merge locks.
-func (s *Server) apiRepositories(c echo.Context) error {
+func (s *infraHandlers) apiRepositories(c echo.Context) error {
 	ctx := c.Request().Context()
 	repos, err := models.ListRepositories(ctx, s.DB.Bun)
 	if err != nil {
@@ -154,7 +159,7 @@ func runFilter(c echo.Context) (models.RunFilter, error) {
 }
 
 // apiListRuns lists runs, newest first, a page at a time.
-func (s *Server) apiListRuns(c echo.Context) error {
+func (s *infraHandlers) apiListRuns(c echo.Context) error {
 	f, err := runFilter(c)
 	if err != nil {
 		return err
@@ -171,7 +176,7 @@ func (s *Server) apiListRuns(c echo.Context) error {
 }
 
 // apiGetRun is a run with its executions and the merge lock it holds.
-func (s *Server) apiGetRun(c echo.Context) error {
+func (s *infraHandlers) apiGetRun(c echo.Context) error {
 	ctx := c.Request().Context()
 	id, err := pathID(c, "run")
 	if err != nil {
@@ -199,7 +204,7 @@ type abortRequest struct {
 }
 
 // apiAbortRun aborts a run that is not over (operators).
-func (s *Server) apiAbortRun(c echo.Context) error {
+func (s *infraHandlers) apiAbortRun(c echo.Context) error {
 	id, err := pathID(c, "run")
 	if err != nil {
 		return err
@@ -239,7 +244,7 @@ type executionJSON struct {
 	RunURL          string        `json:"run_url"`
 }
 
-func (s *Server) apiGetExecution(c echo.Context) error {
+func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	ctx := c.Request().Context()
 	x, err := models.ExecutionByExecutionID(ctx, s.DB.Bun, c.Param("execution_id"))
 	if err != nil {
@@ -281,7 +286,7 @@ type voteRequest struct {
 }
 
 // apiVote records the caller's vote on an execution's plan.
-func (s *Server) apiVote(c echo.Context) error {
+func (s *infraHandlers) apiVote(c echo.Context) error {
 	var in voteRequest
 	if err := bindJSON(c, &in); err != nil {
 		return err
@@ -296,57 +301,4 @@ func (s *Server) apiVote(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{
 		"state": res.State, "approvals": res.Approvals, "rejections": res.Rejections, "waiting": nonNilSlice(res.Waiting),
 	})
-}
-
-// apiApprovals lists what waits for the caller's vote: "approvals" of
-// every kind of subject (?kind=, ?limit=, ?offset=), and "executions", the
-// infrastructure executions among them as rows, kept for older clients.
-func (s *Server) apiApprovals(c echo.Context) error {
-	ctx := c.Request().Context()
-	email := strings.ToLower(principalOf(c).User.Email)
-	f := approvals.WaitingFilter{Kind: c.QueryParam("kind"), Limit: 100}
-	for name, dst := range map[string]*int{"limit": &f.Limit, "offset": &f.Offset} {
-		if raw := c.QueryParam(name); raw != "" {
-			n, err := strconv.Atoi(raw)
-			if err != nil || n < 0 || (name == "limit" && (n < 1 || n > 500)) {
-				return apperr.Field(name, "must be a whole number (limit: 1 to 500)")
-			}
-			*dst = n
-		}
-	}
-	w, err := s.Approvals.WaitingFor(ctx, email, f)
-	if err != nil {
-		return err
-	}
-	xs, err := models.ExecutionsAwaitingVoter(ctx, s.DB.Bun, email)
-	if err != nil {
-		return err
-	}
-	out := make([]approvalJSON, len(w.Items))
-	for i, it := range w.Items {
-		out[i] = approvalJSON{
-			Subject: it.Subject.String(), Kind: it.Subject.Kind, ID: it.Subject.ID, Title: it.Summary.Title, URL: it.Summary.URL,
-			Summary: it.Summary.Text, Voters: it.Approval.Voters, Approvals: it.Result.Approvals, MinApprovals: it.Approval.MinApprovals,
-			Rejections: it.Result.Rejections, MinRejections: it.Approval.MinRejections, YourVote: string(it.YourVote),
-			WaitingSince: it.Approval.CreatedAt,
-		}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"approvals": out, "total": w.Total, "executions": nonNilSlice(xs)})
-}
-
-// approvalJSON is one approval waiting for the caller.
-type approvalJSON struct {
-	Subject       string    `json:"subject"` // "<kind>:<id>"
-	Kind          string    `json:"kind"`
-	ID            string    `json:"id"`
-	Title         string    `json:"title"`
-	URL           string    `json:"url"` // its page, relative to Gantry's address
-	Summary       string    `json:"summary"`
-	Voters        []string  `json:"voters"`
-	Approvals     int       `json:"approvals"`
-	MinApprovals  int       `json:"min_approvals"`
-	Rejections    int       `json:"rejections"`
-	MinRejections int       `json:"min_rejections"`
-	YourVote      string    `json:"your_vote,omitempty"` // approve or reject, while it can change
-	WaitingSince  time.Time `json:"waiting_since"`
 }

@@ -17,7 +17,7 @@ import (
 
 // executionLinkView is the infrastructure area's voting link page: the run,
 // the unit, what was applied before it, the votes so far and the plan.
-func (s *Server) executionLinkView(ctx context.Context, id, voter string, a *models.Approval, votes []models.Vote) (approvalsview.LinkView, error) {
+func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string, a *models.Approval, votes []models.Vote) (approvalsview.LinkView, error) {
 	db := s.DB.Bun
 	x, err := models.ExecutionByExecutionID(ctx, db, id)
 	if errors.Is(err, models.ErrNotFound) {

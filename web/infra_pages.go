@@ -38,7 +38,7 @@ const (
 var runStatuses = []string{models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed}
 
 // infraPage is /infra.
-func (s *Server) infraPage(c echo.Context) error {
+func (s *infraHandlers) infraPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	db := s.DB.Bun
 	repos, err := models.ListRepositories(ctx, db)
@@ -86,7 +86,7 @@ func (s *Server) infraPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, infraview.Index(v))
 }
 
-func (s *Server) webhookURL() string {
+func (s *infraHandlers) webhookURL() string {
 	return strings.TrimRight(s.Config.BaseURL.String(), "/") + "/webhooks/github"
 }
 
@@ -164,7 +164,7 @@ func pullRow(pr *models.PullRequest, plans []models.PRPlan) infraview.PullRow {
 }
 
 // runRows turns runs into listing rows with their executions counted.
-func (s *Server) runRows(ctx context.Context, runs []models.Run) ([]infraview.RunRow, error) {
+func (s *infraHandlers) runRows(ctx context.Context, runs []models.Run) ([]infraview.RunRow, error) {
 	ids := make([]int64, len(runs))
 	for i := range runs {
 		ids[i] = runs[i].ID
@@ -203,7 +203,7 @@ func execCounts(counts map[string]int) []infraview.Count {
 }
 
 // runsPage is /infra/runs: every run, filtered and paged.
-func (s *Server) runsPage(c echo.Context) error {
+func (s *infraHandlers) runsPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	db := s.DB.Bun
 	q := c.QueryParams()
@@ -297,7 +297,7 @@ func runsSummary(f infraview.RunsFilter, n int, paged bool) string {
 // runPage is one run: what it deploys, its merge lock, the picture of its
 // executions, their table and the run's log. It refreshes itself until
 // the run is over.
-func (s *Server) runPage(c echo.Context) error {
+func (s *infraHandlers) runPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	db := s.DB.Bun
 	run, err := s.runParam(c)
@@ -338,7 +338,7 @@ func (s *Server) runPage(c echo.Context) error {
 }
 
 // abortRunForm is an operator aborting a run from its page.
-func (s *Server) abortRunForm(c echo.Context) error {
+func (s *infraHandlers) abortRunForm(c echo.Context) error {
 	run, err := s.runParam(c)
 	if err != nil {
 		return err
@@ -425,7 +425,7 @@ func afterList(x *models.Execution) []string {
 // executionPage is one execution: the seed's fields, what it runs after,
 // its plan and apply output (followed live while a step runs), its votes
 // with a form for a voter, and its log entries.
-func (s *Server) executionPage(c echo.Context) error {
+func (s *infraHandlers) executionPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	db := s.DB.Bun
 	x, err := s.executionParam(c)
@@ -464,7 +464,7 @@ func (s *Server) executionPage(c echo.Context) error {
 }
 
 // approvalOf loads an execution's approval and its votes, if it has one.
-func (s *Server) approvalOf(ctx context.Context, x *models.Execution) (*models.Approval, []models.Vote, error) {
+func (s *infraHandlers) approvalOf(ctx context.Context, x *models.Execution) (*models.Approval, []models.Vote, error) {
 	if x.ApprovalID == nil {
 		return nil, nil, nil
 	}
@@ -693,7 +693,7 @@ func voteFormFor(v *infraview.Votes, x *models.Execution, user *models.User, act
 }
 
 // voteForm is a voter's Approve or Reject from the execution page.
-func (s *Server) voteForm(c echo.Context) error {
+func (s *infraHandlers) voteForm(c echo.Context) error {
 	x, err := s.executionParam(c)
 	if err != nil {
 		return err
@@ -732,7 +732,7 @@ type outputTail struct {
 }
 
 // executionOutputTail is the JSON tail of a step's output from offset on.
-func (s *Server) executionOutputTail(c echo.Context) error {
+func (s *infraHandlers) executionOutputTail(c echo.Context) error {
 	step := c.QueryParam("step")
 	if step != models.StepPlanning && step != models.StepApplying {
 		return apperr.Field("step", "must be planning or applying")
@@ -766,7 +766,7 @@ func stepOver(status, current, step string) bool {
 }
 
 // planOutputTail is the JSON tail of a pull request plan's output.
-func (s *Server) planOutputTail(c echo.Context) error {
+func (s *infraHandlers) planOutputTail(c echo.Context) error {
 	id, err := pathID(c, "plan")
 	if err != nil {
 		return err
@@ -803,7 +803,7 @@ func offsetParam(c echo.Context) (int, error) {
 
 // pullRequestPage is a pull request: its plans at the head commit (the
 // commit statuses link here for scan errors), its runs and its log.
-func (s *Server) pullRequestPage(c echo.Context) error {
+func (s *infraHandlers) pullRequestPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	db := s.DB.Bun
 	repo := c.Param("repo")
@@ -871,7 +871,7 @@ func changesText(p *models.PRPlan) string {
 
 // planPage is one unit's plan of a pull request (commit statuses link
 // here), its output followed live while it runs.
-func (s *Server) planPage(c echo.Context) error {
+func (s *infraHandlers) planPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	id, err := pathID(c, "plan")
 	if err != nil {
@@ -933,7 +933,7 @@ func (s *Server) planPage(c echo.Context) error {
 }
 
 // runParam finds the run named in the path; a bad or unknown id is a 404.
-func (s *Server) runParam(c echo.Context) (*models.Run, error) {
+func (s *infraHandlers) runParam(c echo.Context) (*models.Run, error) {
 	id, err := pathID(c, "run")
 	if err != nil {
 		return nil, err
@@ -946,7 +946,7 @@ func (s *Server) runParam(c echo.Context) (*models.Run, error) {
 }
 
 // executionParam finds the execution named in the path, everything loaded.
-func (s *Server) executionParam(c echo.Context) (*models.Execution, error) {
+func (s *infraHandlers) executionParam(c echo.Context) (*models.Execution, error) {
 	id := c.Param("execution_id")
 	x, err := models.ExecutionByExecutionID(c.Request().Context(), s.DB.Bun, id)
 	if errors.Is(err, models.ErrNotFound) {

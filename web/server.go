@@ -21,8 +21,6 @@ import (
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/devmail"
-	"github.com/gantryhq/gantry/internal/infra"
-	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/models"
@@ -37,12 +35,9 @@ type Deps struct {
 	Migrator *migrations.Migrator
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
-	Pools    *pools.Service
 	// AWSIdentity verifies IAM-signed callers of the allocation API; nil
 	// turns IAM authentication off.
 	AWSIdentity AWSIdentityVerifier
-	// Infra is the infrastructure delivery area.
-	Infra *infra.Service
 	// Approvals are the votes of every area: /approvals and voting links.
 	Approvals *approvals.Service
 	// Mailbox, under gantry dev, keeps every email for /dev/mailbox; nil

@@ -27,9 +27,7 @@ import (
 	"github.com/gantryhq/gantry/internal/demo"
 	"github.com/gantryhq/gantry/internal/devmail"
 	"github.com/gantryhq/gantry/internal/gantryfile"
-	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/mail"
-	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/migrations"
 	"github.com/gantryhq/gantry/models"
@@ -328,7 +326,6 @@ func (a *App) WebServer(riverClient *river.Client[pgx.Tx]) *web.Server {
 	return web.New(web.Deps{
 		Config: a.Config, DB: a.DB, Queue: a.Queue, River: riverClient, Migrator: a.Migrator, Logger: a.Logger,
 		Registry: a.Registry, AWSIdentity: a.AWS, Mailbox: a.Mailbox, Areas: areas, Approvals: a.Approvals,
-		Pools: ServiceOf[*pools.Service](a), Infra: ServiceOf[*infra.Service](a),
 	})
 }
 

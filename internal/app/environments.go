@@ -52,7 +52,7 @@ var environmentsArea = Area{Name: "environments", Build: func(_ context.Context,
 			return changes, err
 		}},
 		Jobs:  &jobsArea,
-		Web:   web.EnvironmentsArea(),
+		Web:   web.EnvironmentsArea(svc),
 		Demo:  func(ctx context.Context) (bool, error) { return demo.Environments(ctx, d.DB.Bun, svc) },
 		Close: postgres.Close,
 	}, nil

@@ -40,7 +40,7 @@ var infraArea = Area{Name: "infra", Build: func(_ context.Context, d *Deps) (*Pa
 			return changes, err
 		}},
 		Jobs: &jobsArea,
-		Web:  web.InfraArea(),
+		Web:  web.InfraArea(svc),
 		Demo: func(ctx context.Context) (bool, error) { return demo.Infra(ctx, d.DB.Bun, svc) },
 	}, nil
 }}
