@@ -60,7 +60,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if status >= 500 {
 		s.Logger.Error("request failed", "error", err, "method", c.Request().Method, "path", loggedPath(c.Request().URL.Path), "request_id", requestID(c))
 	}
-	if wantsJSON(c) {
+	if s.wantsJSON(c) {
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)
 			return
@@ -117,9 +117,12 @@ func (s *Server) classify(c echo.Context, err error) *apperr.Error {
 	return apperr.New(apperr.Internal, "Something went wrong on our side. The request id (X-Request-Id) helps whoever runs Gantry find out what.")
 }
 
-func wantsJSON(c echo.Context) bool {
+// wantsJSON says the caller is a program: the API, metrics, the areas'
+// routes for programs (Router.RootAndAPI, Router.Webhook), or a request
+// that asks for JSON and not HTML.
+func (s *Server) wantsJSON(c echo.Context) bool {
 	r := c.Request()
-	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/allocations") || r.URL.Path == "/pools" || r.URL.Path == "/metrics" || r.URL.Path == webhookPath {
+	if s.apiRoute(c) {
 		return true
 	}
 	return strings.Contains(r.Header.Get(echo.HeaderAccept), echo.MIMEApplicationJSON) &&

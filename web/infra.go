@@ -1,13 +1,11 @@
 package web
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
@@ -59,7 +57,7 @@ func InfraArea(svc *infra.Service) Area {
 			r.VotePage(infra.ExecutionKind, s.executionLinkView)
 
 			// GitHub's deliveries: authenticated by their signature, not a session.
-			r.Public(http.MethodPost, webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
+			r.Webhook(webhookPath, s.githubWebhook, github.MaxPayloadSize)
 		},
 	}
 }
