@@ -166,6 +166,9 @@ func bindJSON(c echo.Context, v any) error {
 	if dec.More() {
 		return apperr.New(apperr.Invalid, "The body must hold a single JSON object.")
 	}
+	if field := jsonNUL(reflect.ValueOf(v), ""); field != "" {
+		return apperr.Field(field, nulMessage)
+	}
 	return nil
 }
 

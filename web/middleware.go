@@ -116,6 +116,7 @@ func (s *Server) middleware() {
 			return apperr.New(apperr.Forbidden, "The form expired or came from another site. Reload the page and try again.")
 		},
 	}))
+	e.Use(refuseNUL)
 }
 
 // clientIP believes X-Forwarded-For only from the configured proxies, so a
