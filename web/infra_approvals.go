@@ -40,7 +40,7 @@ func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string,
 		Unit: x.CfgPath, Account: x.AccountName, ExecutionID: x.ExecutionID, Deps: depsOf(x, siblings),
 		Summary: infra.PlanSummary(x.PlanOutput), Plan: x.PlanOutput,
 	}
-	votesOf := votesView(x, a, votes)
+	votesOf := votesView(x, infra.TallyVotes(a, votes))
 	v := approvalsview.LinkView{
 		Label: "Infrastructure vote", Title: x.CfgPath, Status: infraview.StateBadge(execState(x)),
 		Lead:   fmt.Sprintf("Account %s · %s %s %s", x.AccountName, run.Repository, pr, run.PRTitle),

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,54 +34,22 @@ const (
 	infraLogSize    = 50 // log entries on a run's, execution's or pull request's page
 )
 
-var runStatuses = []string{models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed}
+var infraRunStatuses = []string{models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed}
 
 // infraPage is /infra.
 func (s *infraHandlers) infraPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	db := s.DB.Bun
-	repos, err := models.ListRepositories(ctx, db)
+	o, err := models.LoadInfraOverview(c.Request().Context(), s.DB.Bun, recentRunsShown)
 	if err != nil {
 		return err
 	}
 	v := infraview.IndexView{Setup: infraview.Setup{Example: infraview.ExampleConfig, WebhookURL: s.webhookURL()}}
-	if len(repos) == 0 {
-		return s.render(c, http.StatusOK, infraview.Index(v))
+	for i := range o.Repositories {
+		v.Repos = append(v.Repos, repoView(&o.Repositories[i]))
 	}
-	registered := map[string]bool{}
-	for i := range repos {
-		lock, err := models.MergeLockOf(ctx, db, repos[i].Name)
-		if err != nil {
-			return err
-		}
-		registered[repos[i].Name] = true
-		v.Repos = append(v.Repos, repoView(&repos[i], lock))
+	for i := range o.PullRequests {
+		v.Pulls = append(v.Pulls, pullRow(&o.PullRequests[i]))
 	}
-	prs, err := models.OpenPullRequests(ctx, db, "")
-	if err != nil {
-		return err
-	}
-	for i := range prs {
-		pr := &prs[i]
-		if !registered[pr.Repository] {
-			continue // removed from gantry.yaml: its pull requests are no longer planned
-		}
-		plans, err := models.PlansOfPullRequest(ctx, db, pr.Repository, pr.Number, pr.HeadSHA)
-		if err != nil {
-			return err
-		}
-		v.Pulls = append(v.Pulls, pullRow(pr, plans))
-	}
-	runs, err := models.ListRuns(ctx, db, models.RunFilter{Limit: recentRunsShown + 1})
-	if err != nil {
-		return err
-	}
-	if len(runs) > recentRunsShown {
-		runs, v.MoreRuns = runs[:recentRunsShown], true
-	}
-	if v.Runs, err = s.runRows(ctx, runs); err != nil {
-		return err
-	}
+	v.Runs, v.MoreRuns = runRows(o.Runs.Runs), o.Runs.More
 	return s.render(c, http.StatusOK, infraview.Index(v))
 }
 
@@ -90,14 +57,14 @@ func (s *infraHandlers) webhookURL() string {
 	return strings.TrimRight(s.Config.BaseURL.String(), "/") + "/webhooks/github"
 }
 
-func repoView(r *models.Repository, lock *models.MergeLock) infraview.Repo {
+func repoView(r *models.RepositoryWithLock) infraview.Repo {
 	scan := "graph scan"
 	if r.Scan == "plan" {
 		scan = "plan scan"
 	}
 	v := infraview.Repo{
 		Name: r.Name, URL: r.URL, Trunk: r.Trunk, Scan: scan, GitHub: r.GitHubFullName,
-		Lock: lockView(lock, 0), RunsURL: "/infra/runs?" + url.Values{"repository": {r.Name}}.Encode(),
+		Lock: lockView(r.MergeLock, 0), RunsURL: "/infra/runs?" + url.Values{"repository": {r.Name}}.Encode(),
 	}
 	for _, a := range r.Accounts {
 		v.Accounts = append(v.Accounts, infraview.Account{
@@ -136,7 +103,8 @@ func lockView(lock *models.MergeLock, self int64) infraview.Lock {
 		Note: fmt.Sprintf("Since %s: run %d is deploying pull request #%d; other merges wait for it.", since, lock.RunID, lock.PRNumber)}
 }
 
-func pullRow(pr *models.PullRequest, plans []models.PRPlan) infraview.PullRow {
+func pullRow(pr *models.PullRequestWithPlans) infraview.PullRow {
+	plans := pr.Plans
 	row := infraview.PullRow{
 		Repository: pr.Repository, Number: "#" + strconv.Itoa(pr.Number), Title: pr.Title, Author: pr.Author,
 		URL: pullURL(pr.Repository, pr.Number), GitHubURL: pr.HTMLURL, HeadRef: pr.HeadRef, Head: shortSHA(pr.HeadSHA),
@@ -163,28 +131,20 @@ func pullRow(pr *models.PullRequest, plans []models.PRPlan) infraview.PullRow {
 	return row
 }
 
-// runRows turns runs into listing rows with their executions counted.
-func (s *infraHandlers) runRows(ctx context.Context, runs []models.Run) ([]infraview.RunRow, error) {
-	ids := make([]int64, len(runs))
-	for i := range runs {
-		ids[i] = runs[i].ID
-	}
-	counts, err := models.ExecutionCounts(ctx, s.DB.Bun, ids)
-	if err != nil {
-		return nil, err
-	}
+// runRows turns runs into listing rows.
+func runRows(runs []models.RunListing) []infraview.RunRow {
 	rows := make([]infraview.RunRow, len(runs))
 	for i := range runs {
-		rows[i] = runRow(&runs[i], counts[runs[i].ID])
+		rows[i] = runRow(&runs[i])
 	}
-	return rows, nil
+	return rows
 }
 
-func runRow(r *models.Run, counts map[string]int) infraview.RunRow {
+func runRow(r *models.RunListing) infraview.RunRow {
 	row := infraview.RunRow{
 		ID: r.ID, Title: runTitle(r.ID), URL: runURL(r.ID), Repository: r.Repository,
 		PR: "#" + strconv.Itoa(r.PRNumber), PRURL: pullURL(r.Repository, r.PRNumber), PRTitle: r.PRTitle,
-		MergeCommit: shortSHA(r.MergeCommit), State: runState(r.Status), Counts: execCounts(counts),
+		MergeCommit: shortSHA(r.MergeCommit), State: runState(r.Status), Counts: execCounts(r.ExecutionCounts),
 	}
 	row.Started, row.StartedISO = clockPtr(r.StartedAt)
 	row.Finished, row.FinishedISO = clockPtr(r.FinishedAt)
@@ -208,10 +168,10 @@ func (s *infraHandlers) runsPage(c echo.Context) error {
 	db := s.DB.Bun
 	q := c.QueryParams()
 	form := infraview.RunsFilter{Repository: strings.TrimSpace(q.Get("repository")), Status: q.Get("status"), PR: strings.TrimSpace(q.Get("pr"))}
-	f := models.RunFilter{Repository: form.Repository, Status: form.Status, Limit: runsPageSize + 1}
+	f := models.RunFilter{Repository: form.Repository, Status: form.Status, Limit: runsPageSize}
 	bad := apperr.Fields{}
-	if form.Status != "" && !slices.Contains(runStatuses, form.Status) {
-		bad.Add("status", "must be one of "+strings.Join(runStatuses, ", "))
+	if form.Status != "" && !slices.Contains(infraRunStatuses, form.Status) {
+		bad.Add("status", "must be one of "+strings.Join(infraRunStatuses, ", "))
 	}
 	if form.PR != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(form.PR, "#"))
@@ -230,24 +190,16 @@ func (s *infraHandlers) runsPage(c echo.Context) error {
 	if err := bad.Err(); err != nil {
 		return err
 	}
-	runs, err := models.ListRuns(ctx, db, f)
+	page, err := models.ListRunPage(ctx, db, f)
 	if err != nil {
 		return err
 	}
-	repos, err := models.ListRepositories(ctx, db)
-	if err != nil {
-		return err
-	}
-	withRuns, err := models.RunRepositories(ctx, db)
+	names, err := models.RepositoryNames(ctx, db)
 	if err != nil {
 		return err
 	}
 
-	v := infraview.RunsView{Filter: form, Filtered: form != (infraview.RunsFilter{}), NoRepository: len(repos) == 0 && len(withRuns) == 0}
-	names := withRuns
-	for _, r := range repos {
-		names = append(names, r.Name)
-	}
+	v := infraview.RunsView{Filter: form, Filtered: form != (infraview.RunsFilter{}), NoRepository: len(names) == 0}
 	if form.Repository != "" {
 		names = append(names, form.Repository)
 	}
@@ -256,20 +208,18 @@ func (s *infraHandlers) runsPage(c echo.Context) error {
 		v.Repositories = append(v.Repositories, infraview.Option{Value: name, Label: name, Selected: name == form.Repository})
 	}
 	v.Statuses = append(v.Statuses, infraview.Option{Value: "", Label: "any status", Selected: form.Status == ""})
-	for _, st := range runStatuses {
+	for _, st := range infraRunStatuses {
 		v.Statuses = append(v.Statuses, infraview.Option{Value: st, Label: st, Selected: st == form.Status})
 	}
-	if len(runs) > runsPageSize {
-		runs = runs[:runsPageSize]
+	runs := page.Runs
+	if page.More {
 		v.OlderURL = "/infra/runs?" + withParam(q, "before", strconv.FormatInt(runs[len(runs)-1].ID, 10))
 	}
 	if f.BeforeID > 0 {
 		v.NewerURL = "/infra/runs?" + withParam(q, "before", "")
 	}
-	if v.Rows, err = s.runRows(ctx, runs); err != nil {
-		return err
-	}
-	v.Summary = runsSummary(form, len(runs), f.BeforeID > 0 || v.OlderURL != "")
+	v.Rows = runRows(runs)
+	v.Summary = runsSummary(form, len(runs), f.BeforeID > 0 || page.More)
 	return s.render(c, http.StatusOK, infraview.Runs(v))
 }
 
@@ -440,7 +390,7 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a, votes, err := s.approvalOf(ctx, x)
+	votes, err := s.Infra.ExecutionVotes(ctx, x)
 	if err != nil {
 		return err
 	}
@@ -454,29 +404,16 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 		ExecutionID: x.ExecutionID, Unit: x.CfgPath, Account: x.AccountName, Repository: run.Repository,
 		RunURL: runURL(run.ID), RunTitle: runTitle(run.ID), PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber),
 		State: execState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
-		Fields: executionFields(x, run, a, votes, siblings), Deps: depsOf(x, siblings),
+		Fields: executionFields(x, run, votes, siblings), Deps: depsOf(x, siblings),
 		Plan: executionOutput(x, models.StepPlanning), Apply: executionOutput(x, models.StepApplying),
-		Votes: votesView(x, a, votes),
+		Votes: votesView(x, votes),
 		Log:   logRows(entries), LogURL: "/log?" + url.Values{"target": {infra.ExecutionTarget(x.ExecutionID)}}.Encode(),
 	}
 	voteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))
 }
 
-// approvalOf loads an execution's approval and its votes, if it has one.
-func (s *infraHandlers) approvalOf(ctx context.Context, x *models.Execution) (*models.Approval, []models.Vote, error) {
-	if x.ApprovalID == nil {
-		return nil, nil, nil
-	}
-	a, err := models.ApprovalByID(ctx, s.DB.Bun, *x.ApprovalID)
-	if err != nil {
-		return nil, nil, err
-	}
-	votes, err := models.VotesOf(ctx, s.DB.Bun, a.ID)
-	return a, votes, err
-}
-
-func executionFields(x *models.Execution, run *models.Run, a *models.Approval, votes []models.Vote, siblings []models.Execution) []infraview.Field {
+func executionFields(x *models.Execution, run *models.Run, votes infra.ExecutionVotes, siblings []models.Execution) []infraview.Field {
 	var out []infraview.Field
 	add := func(f infraview.Field) {
 		if f.Value != "" || len(f.Links) > 0 || len(f.Items) > 0 {
@@ -519,19 +456,8 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 	add(infraview.Field{Label: "voters", Items: x.Voters, TestID: "field-voters"})
 	add(text("min_approval_count", strconv.Itoa(x.MinApprovalCount), "field-min-approvals"))
 	add(text("min_rejection_count", strconv.Itoa(x.MinRejectionCount), "field-min-rejections"))
-	var approvers, rejecters []string
-	if a != nil {
-		res := approvals.Tally(a, votes)
-		for _, vote := range res.Votes {
-			if vote.Decision == approval.Approve {
-				approvers = append(approvers, vote.Voter)
-			} else {
-				rejecters = append(rejecters, vote.Voter)
-			}
-		}
-	}
-	add(text("approval_voters", orNone(strings.Join(approvers, ", "), "none yet"), "field-approval-voters"))
-	add(text("rejection_voters", orNone(strings.Join(rejecters, ", "), "none yet"), "field-rejection-voters"))
+	add(text("approval_voters", orNone(strings.Join(votes.Approvers, ", "), "none yet"), "field-approval-voters"))
+	add(text("rejection_voters", orNone(strings.Join(votes.Rejecters, ", "), "none yet"), "field-rejection-voters"))
 	add(text("status", execState(x).Text, "field-status"))
 	if x.ReadyAt != nil {
 		add(text("ready", clock(*x.ReadyAt)+" UTC (its dependencies were done)", "field-ready"))
@@ -637,7 +563,8 @@ func executionOutput(x *models.Execution, step string) infraview.Output {
 
 // votesView is an execution's approval as the execution page and the
 // voting link show it.
-func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) infraview.Votes {
+func votesView(x *models.Execution, votes infra.ExecutionVotes) infraview.Votes {
+	a, res := votes.Approval, votes.Result
 	if a == nil {
 		v := infraview.Votes{Tally: fmt.Sprintf("At least %d of %d voters must approve before it is applied; %s.",
 			x.MinApprovalCount, len(x.Voters), rejectionsStop(x.MinRejectionCount))}
@@ -653,7 +580,6 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 		return v
 	}
-	res := approvals.Tally(a, votes)
 	v := infraview.Votes{
 		Open:  a.State == models.ApprovalPending && x.Status == models.ExecRunning && x.Step == models.StepVoting,
 		Tally: fmt.Sprintf("%d of %d approvals · %d of %d rejections", res.Approvals, a.MinApprovals, res.Rejections, a.MinRejections),
@@ -671,7 +597,7 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 	}
 	v.Waiting = res.Waiting
-	v.Rows = voteRows(votes)
+	v.Rows = voteRows(votes.Votes)
 	return v
 }
 
@@ -722,15 +648,6 @@ func (s *infraHandlers) voteForm(c echo.Context) error {
 	return s.redirectWithFlash(c, to, true, voteRecorded("your", decision, res, sum))
 }
 
-// outputTail is what a page following an output live receives.
-type outputTail struct {
-	Text   string `json:"text"`
-	Next   int    `json:"next"`
-	Status string `json:"status"`
-	Step   string `json:"step,omitempty"`
-	Done   bool   `json:"done"` // the step is over: nothing more will come
-}
-
 // executionOutputTail is the JSON tail of a step's output from offset on.
 func (s *infraHandlers) executionOutputTail(c echo.Context) error {
 	step := c.QueryParam("step")
@@ -749,7 +666,7 @@ func (s *infraHandlers) executionOutputTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, outputTail{Text: out.Text, Next: out.Next, Status: out.Status, Step: out.Step, Done: stepOver(out.Status, out.Step, step)})
+	return c.JSON(http.StatusOK, infraOutputTailJSON{Text: out.Text, Next: out.Next, Status: out.Status, Step: out.Step, Done: stepOver(out.Status, out.Step, step)})
 }
 
 // stepOver says whether an execution in status and current step is past
@@ -782,7 +699,7 @@ func (s *infraHandlers) planOutputTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, outputTail{Text: out.Text, Next: out.Next, Status: out.Status, Done: !planActive(out.Status)})
+	return c.JSON(http.StatusOK, infraOutputTailJSON{Text: out.Text, Next: out.Next, Status: out.Status, Done: !planActive(out.Status)})
 }
 
 func planActive(status string) bool {
@@ -822,7 +739,7 @@ func (s *infraHandlers) pullRequestPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := models.ListRuns(ctx, db, models.RunFilter{Repository: repo, PRNumber: number, Limit: pullRunsShown})
+	runs, err := models.ListRunPage(ctx, db, models.RunFilter{Repository: repo, PRNumber: number, Limit: pullRunsShown})
 	if err != nil {
 		return err
 	}
@@ -853,9 +770,7 @@ func (s *infraHandlers) pullRequestPage(c echo.Context) error {
 		v.Plans = append(v.Plans, row)
 		v.Live = v.Live || (pr.State == models.PROpen && planActive(p.Status))
 	}
-	if v.Runs, err = s.runRows(ctx, runs); err != nil {
-		return err
-	}
+	v.Runs = runRows(runs.Runs)
 	return s.render(c, http.StatusOK, infraview.Pull(v))
 }
 
