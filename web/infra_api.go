@@ -16,22 +16,22 @@ import (
 
 // infraRepositoryJSON is a repository of GET /api/v1/infra/repositories.
 type infraRepositoryJSON struct {
-	Name              string               `json:"name"`
-	URL               string               `json:"url"`
-	Trunk             string               `json:"trunk"`
-	Scan              string               `json:"scan"`
-	InitCommand       []string             `json:"init_command"`
-	PlanCommand       []string             `json:"plan_command"`
-	ApplyCommand      []string             `json:"apply_command"`
-	DestroyCommand    []string             `json:"destroy_command"`
-	PlanStatuses      bool                 `json:"plan_statuses"`
-	MergeLockStatuses bool                 `json:"merge_lock_statuses"`
-	PlanForks         bool                 `json:"plan_forks"`
-	GitHubFullName    string               `json:"github_full_name,omitempty"`
-	RemovedAt         *time.Time           `json:"removed_at,omitempty"`
-	UpdatedAt         time.Time            `json:"updated_at"`
-	Accounts          []infraAccountJSON   `json:"accounts"`
-	MergeLock         *infraMergeLockJSON  `json:"merge_lock"` // null when free
+	Name              string              `json:"name"`
+	URL               string              `json:"url"`
+	Trunk             string              `json:"trunk"`
+	Scan              string              `json:"scan"`
+	InitCommand       []string            `json:"init_command"`
+	PlanCommand       []string            `json:"plan_command"`
+	ApplyCommand      []string            `json:"apply_command"`
+	DestroyCommand    []string            `json:"destroy_command"`
+	PlanStatuses      bool                `json:"plan_statuses"`
+	MergeLockStatuses bool                `json:"merge_lock_statuses"`
+	PlanForks         bool                `json:"plan_forks"`
+	GitHubFullName    string              `json:"github_full_name,omitempty"`
+	RemovedAt         *time.Time          `json:"removed_at,omitempty"`
+	UpdatedAt         time.Time           `json:"updated_at"`
+	Accounts          []infraAccountJSON  `json:"accounts"`
+	MergeLock         *infraMergeLockJSON `json:"merge_lock"` // null when free
 }
 
 // infraAccountJSON is an account of a repository.
