@@ -30,7 +30,8 @@ type infraHandlers struct {
 // pull requests and their plans, runs with their execution graph,
 // executions with live output and votes; GitHub's webhook and the JSON API
 // for runs, executions and votes (a bot votes with a token of scope vote).
-// The machine endpoints are in this file, the pages in infra_pages.go.
+// The machine endpoints are in this file, the JSON they speak in
+// infra_api.go, the pages in infra_pages.go.
 func InfraArea(svc *infra.Service) Area {
 	return Area{
 		Name: "infra", Title: "Infrastructure", Path: "/infra",
