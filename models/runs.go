@@ -353,26 +353,6 @@ func RunsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Run, error) {
 	return runs, err
 }
 
-// PlanOutputs returns the plan output of each execution by row id.
-func PlanOutputs(ctx context.Context, db bun.IDB, ids []int64) (map[int64]string, error) {
-	out := make(map[int64]string, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var rows []struct {
-		ID         int64
-		PlanOutput string
-	}
-	if err := db.NewSelect().Model((*Execution)(nil)).Column("id", "plan_output").
-		Where("id IN (?)", bun.In(ids)).Scan(ctx, &rows); err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		out[r.ID] = r.PlanOutput
-	}
-	return out, nil
-}
-
 // liveJobStates are the states of a River job that will still run.
 var liveJobStates = []string{"available", "pending", "running", "retryable", "scheduled"}
 
