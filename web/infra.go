@@ -65,8 +65,7 @@ func InfraArea(svc *infra.Service) Area {
 }
 
 const (
-	// webhookPath is GitHub's way in; the shared middleware exempts it from
-	// sessions and CSRF.
+	// webhookPath is GitHub's way in (Router.Webhook: signed, no CSRF).
 	webhookPath = "/webhooks/github"
 	// infraAPIRunsPage is how many runs the API lists unless asked.
 	infraAPIRunsPage = 50
