@@ -408,3 +408,24 @@ func ExecutionsByExecutionIDs(ctx context.Context, db bun.IDB, ids []string) ([]
 		Where("execution_id IN (?)", bun.In(ids)).Scan(ctx)
 	return xs, err
 }
+
+// InfraActivity is what the home page says of the infrastructure area.
+type InfraActivity struct {
+	Repositories int
+	RunsActive   int // queued, scanning or running
+	Voting       int // executions waiting for votes
+}
+
+// InfraActivityNow counts it in one query.
+func InfraActivityNow(ctx context.Context, db bun.IDB) (InfraActivity, error) {
+	var a InfraActivity
+	err := db.NewRaw(`SELECT
+		(SELECT count(*) FROM repositories WHERE removed_at IS NULL),
+		(SELECT count(*) FROM runs WHERE status IN (?, ?, ?)),
+		(SELECT count(*) FROM executions WHERE status = ? AND step = ?)`,
+		RunQueued, RunScanning, RunRunning, ExecRunning, StepVoting).Scan(ctx, &a.Repositories, &a.RunsActive, &a.Voting)
+	if err != nil {
+		return a, fmt.Errorf("counting the infrastructure area's activity: %w", err)
+	}
+	return a, nil
+}

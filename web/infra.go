@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -34,6 +36,14 @@ func InfraArea(svc *infra.Service) Area {
 	return Area{
 		Name: "infra", Title: "Infrastructure", Path: "/infra",
 		Blurb: "Terragrunt plans per pull request; dependency-ordered applies after merge, with votes.",
+		Summary: func(ctx context.Context) (string, error) {
+			a, err := models.InfraActivityNow(ctx, svc.Queue.DB())
+			if err != nil || a.Repositories == 0 {
+				return "", err
+			}
+			return fmt.Sprintf("%s · %s in progress · %s waiting for votes", plural(a.Repositories, "repository", "repositories"),
+				plural(a.RunsActive, "run", "runs"), plural(a.Voting, "execution", "executions")), nil
+		},
 		Routes: func(r *Router) {
 			s := &infraHandlers{Server: r.s, Infra: svc}
 			viewer, operator, approver := models.RoleViewer, models.RoleOperator, models.RoleApprover

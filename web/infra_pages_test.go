@@ -224,6 +224,12 @@ func TestInfraPagesFollowARun(t *testing.T) {
 	dns := b.WaitExecution(t, run.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
 	dnsPath := "/infra/executions/" + dns.ExecutionID
 
+	t.Run("the home page's infrastructure card counts what is going on", func(t *testing.T) {
+		status, page, _ := asVera.get(t, "/")
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, page, "1 repository · 1 run in progress · 1 execution waiting for votes")
+	})
+
 	t.Run("while it runs, the run page draws the graph coloured by status and refreshes", func(t *testing.T) {
 		status, page, _ := asVera.get(t, runPath)
 		require.Equal(t, http.StatusOK, status)
