@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -686,9 +687,11 @@ func infraOutputOffset(c echo.Context) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
+	// Output is a PostgreSQL text (1 GB at most), read with substr, which
+	// takes an int: larger offsets name nothing there can be.
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, apperr.Field("offset", "must be a number of characters from 0")
+	if err != nil || n < 0 || n >= math.MaxInt32 {
+		return 0, apperr.Field("offset", fmt.Sprintf("must be a number of characters from 0 to %d", math.MaxInt32-1))
 	}
 	return n, nil
 }

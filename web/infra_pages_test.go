@@ -565,6 +565,12 @@ func TestInfraOutputIsFollowedLive(t *testing.T) {
 		_, tail = br.getJSON(t, planPath+"/output?offset=18")
 		require.Equal(t, "", tail["text"])
 		require.Equal(t, true, tail["done"])
+
+		// Past what PostgreSQL's substr takes: a 400, not a 500.
+		status, tail := br.getJSON(t, planPath+"/output?offset=2147483647")
+		require.Equal(t, http.StatusBadRequest, status, tail)
+		status, _ = br.getJSON(t, path+"/output?step=planning&offset=99999999999")
+		require.Equal(t, http.StatusBadRequest, status)
 	})
 }
 
