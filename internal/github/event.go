@@ -294,7 +294,7 @@ func parsePullRequest(body []byte) (PullRequest, error) {
 		Action:     e.Action,
 		Number:     number,
 		Title:      pr.Title,
-		HTMLURL:    pr.HTMLURL,
+		HTMLURL:    webURL(pr.HTMLURL),
 		User:       pr.User.Login,
 		Sender:     e.Sender.Login,
 		Draft:      pr.Draft,
@@ -332,4 +332,15 @@ func isSHA(s string) bool {
 		}
 	}
 	return true
+}
+
+// webURL is u when it is a web address (http or https with a host), and ""
+// otherwise: pages link to it, and a delivery's javascript: or data: URL
+// must not become a link.
+func webURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+		return ""
+	}
+	return u
 }

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,25 @@ func TestParseEvent_malformed(t *testing.T) {
 	} {
 		_, err := github.ParseEvent(tc.eventType, []byte(tc.body))
 		require.ErrorIs(t, err, github.ErrPayload, name)
+	}
+}
+
+// TestParseEvent_onlyWebLinks: a pull request's html_url becomes a link on
+// Gantry's pages, so only an http(s) address is kept.
+func TestParseEvent_onlyWebLinks(t *testing.T) {
+	t.Parallel()
+	opened := string(delivery(t, "pull_request_opened.json"))
+	for u, want := range map[string]string{
+		"https://github.com/acme/infra-live/pull/42":  "https://github.com/acme/infra-live/pull/42",
+		"http://ghe.internal/acme/infra-live/pull/42": "http://ghe.internal/acme/infra-live/pull/42",
+		"javascript:alert(document.cookie)":           "",
+		"data:text/html,<script>alert(1)</script>":    "",
+		"//evil.example/x":                            "",
+		"JAVASCRIPT:alert(1)":                         "",
+	} {
+		body := strings.Replace(opened, `"html_url": "https://github.com/acme/infra-live/pull/42"`, `"html_url": `+strconv.Quote(u), 1)
+		ev, err := github.ParseEvent("pull_request", []byte(body))
+		require.NoError(t, err, u)
+		require.Equal(t, want, ev.(github.PullRequest).HTMLURL, u)
 	}
 }
