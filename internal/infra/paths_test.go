@@ -359,3 +359,19 @@ func (b *bundle) logError(t *testing.T, target, event string) any {
 	require.Len(t, entries, 1)
 	return entries[0].Detail["error"]
 }
+
+// TestWebhook_unsetSecretsAreNamedOnlyInTheLog: a delivery that matches no
+// secret, while a repository's secret variable is not set, is told that some
+// are not set; which ones is for the operator's log, not for a sender who
+// may be anyone.
+func TestWebhook_unsetSecretsAreNamedOnlyInTheLog(t *testing.T) {
+	t.Parallel()
+	s := servertest.Services(t)
+	repo, _ := infratest.Standard(t)
+	s.Sync(t, repo.YAML("live", "GANTRY_TEST_SECRET_NOBODY_SET", servertest.StatusTokenEnv, []string{ada}, 1, 1))
+	body := repo.Event(repo.OpenPR(3, map[string]string{infratest.VPC + "/main.tf": repo.Resource(infratest.VPC, "vpc", `"v2"`)}), "opened", "")
+	_, err := s.Infra.ReceiveWebhook(t.Context(), infra.Delivery{Event: "pull_request", ID: "d-unset", Body: body})
+	require.Equal(t, apperr.Unauthorized, apperr.CodeOf(err))
+	require.ErrorContains(t, err, "secrets are not set on this Gantry; its log names them")
+	require.NotContains(t, err.Error(), "GANTRY_TEST_SECRET_NOBODY_SET")
+}

@@ -85,8 +85,10 @@ func (s *Service) receive(ctx context.Context, d Delivery) (WebhookResult, error
 			msg = fmt.Sprintf("The delivery has no %s header: give the GitHub webhook a secret, the one in the repository's webhook_secret_env.", github.HeaderSignature)
 		}
 		if len(unset) > 0 {
-			// The operator's mistake, not the sender's: say which.
-			msg += fmt.Sprintf(" These variables holding webhook secrets are not set on this Gantry: %s.", strings.Join(unset, ", "))
+			// The operator's mistake, not the sender's: the log names the
+			// variables; the sender, who may be anyone, learns only that.
+			s.Logger.WarnContext(ctx, "webhook secrets not set: deliveries for these repositories are refused", "variables", strings.Join(unset, ", "))
+			msg += " Some repositories' webhook secrets are not set on this Gantry; its log names them."
 		}
 		return WebhookResult{}, apperr.New(apperr.Unauthorized, "%s", msg)
 	}
