@@ -161,9 +161,9 @@ func ListEnvironmentChoices(ctx context.Context, db bun.IDB) ([]EnvironmentChoic
 // gantry.yaml, in byte order.
 func ListHistoryPools(ctx context.Context, db bun.IDB) ([]string, error) {
 	var out []string
-	err := db.NewRaw(`SELECT name FROM pools WHERE removed_at IS NULL
-		UNION SELECT pool FROM environments
-		ORDER BY 1 COLLATE "C"`).Scan(ctx, &out)
+	err := db.NewRaw(`SELECT name FROM (
+			SELECT name FROM pools WHERE removed_at IS NULL UNION SELECT pool FROM environments
+		) AS p ORDER BY name COLLATE "C"`).Scan(ctx, &out)
 	if err != nil {
 		return nil, fmt.Errorf("listing pools of the history: %w", err)
 	}
