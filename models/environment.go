@@ -196,7 +196,6 @@ func EnvironmentByID(ctx context.Context, db bun.IDB, id int64) (*Environment, e
 // EnvironmentFilter selects environments; zero fields do not filter.
 type EnvironmentFilter struct {
 	Pool             string
-	Status           string
 	WithDeregistered bool
 }
 
@@ -206,9 +205,6 @@ func ListEnvironments(ctx context.Context, db bun.IDB, f EnvironmentFilter) ([]E
 	q := db.NewSelect().Model(&envs).OrderExpr("pool, key")
 	if f.Pool != "" {
 		q = q.Where("pool = ?", f.Pool)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
 	}
 	if !f.WithDeregistered {
 		q = q.Where("status <> 'deregistered'")
