@@ -30,6 +30,60 @@ const environmentNameSQL = `coalesce(nullif(e.name, ''), nullif(e.database, ''),
 // EnvironmentTarget is the deployment log's target of the environment key.
 func EnvironmentTarget(key string) string { return "environment:" + key }
 
+// EnvironmentsIndex is what the pools' index page shows: the registered
+// pools, a page of each one's environments matching a filter, every pool's
+// capacity and utilisation, and the dirty environments.
+type EnvironmentsIndex struct {
+	Pools        []Pool                          // by name
+	Environments map[string][]EnvironmentListing // by pool
+	States       map[string]map[string]int       // registered environments by pool and state
+	Utilization  map[string][]UtilizationPoint   // by pool, hourly
+	Dirty        []DirtyEnvironment
+}
+
+// EnvironmentsIndexQuery selects what EnvironmentsIndexPage reads.
+type EnvironmentsIndexQuery struct {
+	List EnvironmentListFilter
+	// UtilizationSince is where the hourly utilisation starts.
+	UtilizationSince time.Time
+	// DirtyReasons are the log events that say why an environment is dirty.
+	DirtyReasons []string
+}
+
+// EnvironmentsIndexPage reads the pools' index page in five queries,
+// however many pools and environments there are.
+func EnvironmentsIndexPage(ctx context.Context, db bun.IDB, q EnvironmentsIndexQuery) (*EnvironmentsIndex, error) {
+	idx := &EnvironmentsIndex{Environments: map[string][]EnvironmentListing{}, States: map[string]map[string]int{}}
+	var err error
+	if idx.Pools, err = ListPools(ctx, db); err != nil {
+		return nil, fmt.Errorf("listing pools: %w", err)
+	}
+	listed, err := ListEnvironmentPage(ctx, db, q.List)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range listed {
+		idx.Environments[e.Pool] = append(idx.Environments[e.Pool], e)
+	}
+	counts, err := CountEnvironmentStates(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range counts {
+		if idx.States[n.Pool] == nil {
+			idx.States[n.Pool] = map[string]int{}
+		}
+		idx.States[n.Pool][n.State] = n.Count
+	}
+	if idx.Utilization, err = PoolUtilization(ctx, db, q.List.Pool, q.UtilizationSince, time.Hour); err != nil {
+		return nil, err
+	}
+	if idx.Dirty, err = ListDirtyEnvironments(ctx, db, q.DirtyReasons); err != nil {
+		return nil, err
+	}
+	return idx, nil
+}
+
 // EnvironmentListFilter selects the environments of the pools' tables.
 type EnvironmentListFilter struct {
 	Pool string // "": every registered pool

@@ -151,68 +151,52 @@ func (s *environmentsHandlers) environmentsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	poolList, err := models.ListPools(ctx, s.DB.Bun)
-	if err != nil {
-		return err
-	}
-	if filter.Pool != "" && !slices.ContainsFunc(poolList, func(p models.Pool) bool { return p.Name == filter.Pool }) {
-		return apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", filter.Pool))
-	}
 	list := models.EnvironmentListFilter{Pool: filter.Pool, State: filter.Status, Query: filter.Query, Limit: environmentsPageSize}
 	if filter.Pool != "" {
 		list.Offset = (page - 1) * environmentsPageSize // one pool pages; all pools show their first page
 	}
-	listed, err := models.ListEnvironmentPage(ctx, s.DB.Bun, list)
-	if err != nil {
-		return err
-	}
-	counts, err := models.CountEnvironmentStates(ctx, s.DB.Bun)
-	if err != nil {
-		return err
-	}
 	now := time.Now()
-	utilization, err := models.PoolUtilization(ctx, s.DB.Bun, filter.Pool, now.Truncate(time.Hour).Add(-23*time.Hour), time.Hour)
+	idx, err := models.EnvironmentsIndexPage(ctx, s.DB.Bun, models.EnvironmentsIndexQuery{List: list,
+		UtilizationSince: now.Truncate(time.Hour).Add(-23 * time.Hour), DirtyReasons: dirtyReasonEvents})
 	if err != nil {
 		return err
 	}
-	dirty, err := models.ListDirtyEnvironments(ctx, s.DB.Bun, dirtyReasonEvents)
-	if err != nil {
-		return err
+	if filter.Pool != "" && !slices.ContainsFunc(idx.Pools, func(p models.Pool) bool { return p.Name == filter.Pool }) {
+		return apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", filter.Pool))
 	}
+	return s.render(c, http.StatusOK, envview.Index(environmentsIndexView(idx, filter, page, q, now)))
+}
 
+// environmentsIndexView lays the index out: the dirty queue, and per pool
+// shown its capacity, utilisation and page of environments with links to
+// the other pages.
+func environmentsIndexView(idx *models.EnvironmentsIndex, filter envview.IndexFilter, page int, q url.Values, now time.Time) envview.IndexView {
 	v := envview.IndexView{Filter: filter, Statuses: environmentStatusOptions(filter.Status),
 		Filtered: filter != (envview.IndexFilter{}), Example: envview.ExampleConfig}
-	for _, p := range poolList {
+	for _, p := range idx.Pools {
 		v.PoolOptions = append(v.PoolOptions, envview.Option{Value: p.Name, Label: p.Name, Selected: p.Name == filter.Pool})
 	}
-	for i := range dirty {
-		v.Dirty = append(v.Dirty, dirtyEnvironmentRow(&dirty[i]))
+	for i := range idx.Dirty {
+		v.Dirty = append(v.Dirty, dirtyEnvironmentRow(&idx.Dirty[i]))
 	}
-	byPool := map[string][]models.EnvironmentListing{}
-	for _, e := range listed {
-		byPool[e.Pool] = append(byPool[e.Pool], e)
+	offset := 0
+	if filter.Pool != "" {
+		offset = (page - 1) * environmentsPageSize
 	}
-	byPoolState := map[string]map[string]int{}
-	for _, n := range counts {
-		if byPoolState[n.Pool] == nil {
-			byPoolState[n.Pool] = map[string]int{}
-		}
-		byPoolState[n.Pool][n.State] = n.Count
-	}
-	for i := range poolList {
-		p := &poolList[i]
+	for i := range idx.Pools {
+		p := &idx.Pools[i]
 		if filter.Pool != "" && p.Name != filter.Pool {
 			continue
 		}
-		section := environmentPoolView(p, byPoolState[p.Name], utilization[p.Name], filter, now)
-		rows := byPool[p.Name]
+		section := environmentPoolView(p, idx.States[p.Name], idx.Utilization[p.Name], filter, now)
+		rows := idx.Environments[p.Name]
 		for j := range rows {
 			section.Environments = append(section.Environments, environmentRowView(&rows[j], now))
 		}
 		if len(rows) > 0 {
 			section.Matching = rows[0].Matching
 		}
-		more := section.Matching > list.Offset+len(rows)
+		more := section.Matching > offset+len(rows)
 		switch {
 		case filter.Pool == "" && more:
 			section.MoreURL = section.URL
@@ -230,7 +214,7 @@ func (s *environmentsHandlers) environmentsPage(c echo.Context) error {
 		}
 		v.Pools = append(v.Pools, section)
 	}
-	return s.render(c, http.StatusOK, envview.Index(v))
+	return v
 }
 
 // environmentsPageNumber checks the index filters and reads its page number.
