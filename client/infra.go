@@ -113,6 +113,12 @@ type Execution struct {
 
 	// Only from Client.Execution:
 
+	// The seed's record also names the pull request and the commits of
+	// the run.
+	PRID     int    `json:"pr_id,omitempty"`
+	CommitID string `json:"commit_id,omitempty"` // the merge commit
+	BaseRef  string `json:"base_ref,omitempty"`
+	HeadRef  string `json:"head_ref,omitempty"`
 	// ApprovalState is pending, approved or rejected once the plan went to
 	// the voters, empty before.
 	ApprovalState   string   `json:"approval_state,omitempty"`

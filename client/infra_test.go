@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -183,6 +184,10 @@ func TestInfraRunFollowedAndVotedOn(t *testing.T) {
 		require.Zero(t, slept.Load(), "refusals are not retried")
 	})
 
+	t.Run("the server's answers decode strictly into the client's types", func(t *testing.T) {
+		require.Len(t, s.requireStrictAnswers(t, run.ID, vpc.ExecutionID), 1, "the execution waiting for ada's vote")
+	})
+
 	t.Run("an approval applies the plan", func(t *testing.T) {
 		res, err := ada.Vote(ctx, vpc.ExecutionID, client.Approve, "the bot agrees")
 		require.NoError(t, err)
@@ -231,7 +236,55 @@ func TestInfraRunFollowedAndVotedOn(t *testing.T) {
 		xs, err = ada.Approvals(ctx)
 		require.NoError(t, err)
 		require.Empty(t, xs)
+		// Now with votes cast, outputs written and a run that is over.
+		s.requireStrictAnswers(t, run.ID, vpc.ExecutionID)
+		s.requireStrictAnswers(t, run.ID, rds.ExecutionID)
 	})
+}
+
+// requireStrictAnswers decodes the server's answers about a run and an
+// execution into the client's types refusing unknown fields, so that a
+// field renamed or added on one side only fails here. It returns what
+// waits for ada's vote.
+func (s *infraServer) requireStrictAnswers(t *testing.T, runID int64, executionID string) []client.Execution {
+	t.Helper()
+	token := s.token(t, "ada@example.com", models.RoleApprover, auth.ScopeRead)
+	get := func(path string, into any) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.URL+"/api/v1"+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode, path)
+		dec := json.NewDecoder(res.Body)
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(into), path)
+	}
+	var page struct {
+		Runs []client.Run `json:"runs"`
+		Next string       `json:"next"`
+	}
+	get("/infra/runs?limit=1", &page)
+	require.NotEmpty(t, page.Runs)
+	require.NotEmpty(t, page.Next, "a full page links the next")
+	var detail client.RunDetail
+	get(fmt.Sprintf("/infra/runs/%d", runID), &detail)
+	require.Equal(t, runID, detail.Run.ID)
+	require.NotEmpty(t, detail.Executions)
+	var x client.Execution
+	get("/infra/executions/"+executionID, &x)
+	require.Equal(t, executionID, x.ExecutionID)
+	require.Equal(t, detail.Run.PRNumber, x.PRID)
+	require.Equal(t, detail.Run.MergeCommit, x.CommitID)
+	var approvals struct {
+		Executions []client.Execution `json:"executions"`
+		Approvals  []json.RawMessage  `json:"approvals"` // every kind's, not the client's
+		Total      int                `json:"total"`
+	}
+	get("/approvals", &approvals)
+	return approvals.Executions
 }
 
 // recorder is a transport that records the URLs requested.

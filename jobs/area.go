@@ -40,12 +40,16 @@ const (
 	QueueMaintenance = "maintenance"
 )
 
-// sharedArea is the work that belongs to no area: pruning expired sessions.
+// sharedArea is the work that belongs to no area: pruning expired sessions
+// and mailing vote requests.
 func sharedArea(deps SharedDeps) Area {
 	return Area{
 		Queue: QueueConfig{Name: QueueMaintenance},
 		AddWorkers: func(w *river.Workers) {
 			river.AddWorker(w, &PruneSessionsWorker{DB: deps.DB, Logger: deps.Logger})
+			if deps.Approvals != nil {
+				river.AddWorker(w, &RequestApprovalVoteWorker{Approvals: deps.Approvals})
+			}
 		},
 		Periodic: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),

@@ -21,6 +21,8 @@ import (
 type SharedDeps struct {
 	DB     *models.DB
 	Logger *slog.Logger
+	// Approvals mails vote requests for every area's subjects.
+	Approvals Approvals
 }
 
 // ClientOptions says whether this process works jobs and how.

@@ -33,6 +33,9 @@ func (w *PlanExecutionWorker) Work(ctx context.Context, job *river.Job[PlanExecu
 }
 
 // RequestVoteArgs emails one voter a link to vote on an execution's plan.
+// Executions now ask through the approvals service's job
+// (RequestApprovalVoteArgs); this kind stays one release so that jobs a
+// previous release inserted still run during a rolling upgrade.
 type RequestVoteArgs struct {
 	ExecutionID int64  `json:"execution_id"`
 	Voter       string `json:"voter"`

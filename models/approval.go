@@ -13,33 +13,33 @@ import (
 type Approval struct {
 	bun.BaseModel `bun:"table:approvals,alias:ap"`
 
-	ID int64 `bun:",pk,autoincrement" json:"id"`
+	ID int64 `bun:",pk,autoincrement"`
 	// Subject is what is decided, "<kind>:<id>" (execution:run-7-…).
-	Subject string `json:"subject"`
+	Subject string
 	// Kind is the subject's kind, computed by the database from Subject.
-	Kind          string     `bun:",scanonly" json:"kind"`
-	Voters        []string   `bun:",array" json:"voters"`
-	MinApprovals  int        `json:"min_approvals"`
-	MinRejections int        `json:"min_rejections"`
-	State         string     `json:"state"`
-	CreatedAt     time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
-	DecidedAt     *time.Time `json:"decided_at,omitempty"`
+	Kind          string   `bun:",scanonly"`
+	Voters        []string `bun:",array"`
+	MinApprovals  int
+	MinRejections int
+	State         string
+	CreatedAt     time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	DecidedAt     *time.Time
 	// ClosedAt is when votes closed without a decision: the subject ended
 	// some other way.
-	ClosedAt *time.Time `json:"closed_at,omitempty"`
+	ClosedAt *time.Time
 }
 
 // Vote is one vote as cast; a voter's latest counts.
 type Vote struct {
 	bun.BaseModel `bun:"table:votes,alias:v"`
 
-	ID         int64     `bun:",pk,autoincrement" json:"id"`
-	ApprovalID int64     `json:"-"`
-	Voter      string    `json:"voter"`
-	Decision   string    `json:"decision"`
-	Comment    string    `json:"comment,omitempty"`
-	Via        string    `json:"via"`
-	CreatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
+	ID         int64 `bun:",pk,autoincrement"`
+	ApprovalID int64
+	Voter      string
+	Decision   string
+	Comment    string
+	Via        string
+	CreatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // Approval states, as the tally decides them.

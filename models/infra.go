@@ -28,39 +28,39 @@ const (
 type Repository struct {
 	bun.BaseModel `bun:"table:repositories,alias:repo"`
 
-	Name              string     `bun:",pk" json:"name"`
-	URL               string     `json:"url"`
-	Trunk             string     `json:"trunk"`
-	Scan              string     `json:"scan"`
-	WebhookSecretEnv  string     `json:"-"`
-	StatusTokenEnv    string     `json:"-"`
-	InitCommand       []string   `bun:",array" json:"init_command"`
-	PlanCommand       []string   `bun:",array" json:"plan_command"`
-	ApplyCommand      []string   `bun:",array" json:"apply_command"`
-	DestroyCommand    []string   `bun:",array" json:"destroy_command"`
-	PlanStatuses      bool       `json:"plan_statuses"`
-	MergeLockStatuses bool       `json:"merge_lock_statuses"`
-	PlanForks         bool       `json:"plan_forks"`
-	GitHubFullName    string     `bun:"github_full_name" json:"github_full_name,omitempty"`
-	RemovedAt         *time.Time `json:"removed_at,omitempty"`
-	UpdatedAt         time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
+	Name              string `bun:",pk"`
+	URL               string
+	Trunk             string
+	Scan              string
+	WebhookSecretEnv  string
+	StatusTokenEnv    string
+	InitCommand       []string `bun:",array"`
+	PlanCommand       []string `bun:",array"`
+	ApplyCommand      []string `bun:",array"`
+	DestroyCommand    []string `bun:",array"`
+	PlanStatuses      bool
+	MergeLockStatuses bool
+	PlanForks         bool
+	GitHubFullName    string `bun:"github_full_name"`
+	RemovedAt         *time.Time
+	UpdatedAt         time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 
-	Accounts []Account `bun:"rel:has-many,join:name=repository" json:"accounts"`
+	Accounts []Account `bun:"rel:has-many,join:name=repository"`
 }
 
 // Account is a path prefix of a repository with its roles and voters.
 type Account struct {
 	bun.BaseModel `bun:"table:accounts"`
 
-	Repository    string   `bun:",pk" json:"-"`
-	Name          string   `bun:",pk" json:"name"`
-	Path          string   `json:"path"`
-	DependsOn     []string `bun:",array" json:"depends_on"`
-	PlanRole      string   `json:"plan_role,omitempty"`
-	ApplyRole     string   `json:"apply_role,omitempty"`
-	Voters        []string `bun:",array" json:"voters"`
-	MinApprovals  int      `json:"min_approvals"`
-	MinRejections int      `json:"min_rejections"`
+	Repository    string `bun:",pk"`
+	Name          string `bun:",pk"`
+	Path          string
+	DependsOn     []string `bun:",array"`
+	PlanRole      string
+	ApplyRole     string
+	Voters        []string `bun:",array"`
+	MinApprovals  int
+	MinRejections int
 }
 
 // UpsertRepository registers or updates a repository (un-removing it) and
@@ -112,6 +112,51 @@ func ListRepositories(ctx context.Context, db bun.IDB) ([]Repository, error) {
 	return repos, err
 }
 
+// RepositoryWithLock is a registered repository with its merge lock.
+type RepositoryWithLock struct {
+	Repository
+	MergeLock *MergeLock // nil when no run holds it
+}
+
+// RepositoriesWithLocks lists the registered repositories with their
+// accounts and merge locks, in three queries whatever their number.
+func RepositoriesWithLocks(ctx context.Context, db bun.IDB) ([]RepositoryWithLock, error) {
+	repos, err := ListRepositories(ctx, db)
+	if err != nil || len(repos) == 0 {
+		return nil, err
+	}
+	names := make([]string, len(repos))
+	for i := range repos {
+		names[i] = repos[i].Name
+	}
+	var locks []MergeLock
+	if err := db.NewSelect().Model(&locks).Where("repository IN (?)", bun.In(names)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("listing merge locks: %w", err)
+	}
+	byRepo := make(map[string]*MergeLock, len(locks))
+	for i := range locks {
+		byRepo[locks[i].Repository] = &locks[i]
+	}
+	out := make([]RepositoryWithLock, len(repos))
+	for i := range repos {
+		out[i] = RepositoryWithLock{Repository: repos[i], MergeLock: byRepo[repos[i].Name]}
+	}
+	return out, nil
+}
+
+// RepositoryNames lists the names a runs listing filters by: the
+// registered repositories and those that have runs (removed ones
+// included), sorted.
+func RepositoryNames(ctx context.Context, db bun.IDB) ([]string, error) {
+	var names []string
+	err := db.NewRaw("SELECT name FROM repositories WHERE removed_at IS NULL UNION SELECT DISTINCT repository FROM runs ORDER BY 1").
+		Scan(ctx, &names)
+	if err != nil {
+		return nil, fmt.Errorf("listing repository names: %w", err)
+	}
+	return names, nil
+}
+
 // RepositoryByName finds a registered repository with its accounts.
 func RepositoryByName(ctx context.Context, db bun.IDB, name string) (*Repository, error) {
 	r := new(Repository)
@@ -139,12 +184,12 @@ func SetGitHubFullName(ctx context.Context, db bun.IDB, repo, fullName string) e
 type WebhookDelivery struct {
 	bun.BaseModel `bun:"table:webhook_deliveries,alias:d"`
 
-	DeliveryID string    `bun:",pk" json:"delivery_id"`
-	Event      string    `json:"event"`
-	Action     string    `json:"action"`
-	Repository string    `json:"repository"`
-	Payload    []byte    `json:"-"`
-	ReceivedAt time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"received_at"`
+	DeliveryID string `bun:",pk"`
+	Event      string
+	Action     string
+	Repository string
+	Payload    []byte
+	ReceivedAt time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // RecordDelivery stores d; it reports false (and changes nothing) when the
@@ -169,22 +214,20 @@ func DeliveryByID(ctx context.Context, db bun.IDB, id string) (*WebhookDelivery,
 type PullRequest struct {
 	bun.BaseModel `bun:"table:pull_requests,alias:pr"`
 
-	Repository     string    `bun:",pk" json:"repository"`
-	Number         int       `bun:",pk" json:"number"`
-	Title          string    `json:"title"`
-	Author         string    `json:"author"`
-	HTMLURL        string    `bun:"html_url" json:"html_url"`
-	BaseRef        string    `json:"base_ref"`
-	HeadRef        string    `json:"head_ref"`
-	HeadSHA        string    `bun:"head_sha" json:"head_sha"`
-	State          string    `json:"state"`
-	MergeCommitSHA string    `bun:"merge_commit_sha" json:"merge_commit_sha,omitempty"`
-	PlanError      string    `json:"plan_error,omitempty"`
-	EventAt        time.Time `json:"-"`
-	DeliveryAt     time.Time `json:"-"`
-	UpdatedAt      time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
-
-	Plans []PRPlan `bun:"-" json:"plans,omitempty"`
+	Repository     string `bun:",pk"`
+	Number         int    `bun:",pk"`
+	Title          string
+	Author         string
+	HTMLURL        string `bun:"html_url"`
+	BaseRef        string
+	HeadRef        string
+	HeadSHA        string `bun:"head_sha"`
+	State          string
+	MergeCommitSHA string `bun:"merge_commit_sha"`
+	PlanError      string
+	EventAt        time.Time
+	DeliveryAt     time.Time
+	UpdatedAt      time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // UpsertPullRequest records what a delivery says of a pull request unless
@@ -241,25 +284,69 @@ func OpenPullRequests(ctx context.Context, db bun.IDB, repo string) ([]PullReque
 	return prs, q.Scan(ctx)
 }
 
+// PullRequestWithPlans is an open pull request with its plans at its head
+// commit (without their output).
+type PullRequestWithPlans struct {
+	PullRequest
+	Plans []PRPlan
+}
+
+// OpenPullRequestsWithPlans lists the open pull requests of registered
+// repositories (those of removed ones are no longer planned), newest
+// first, each with its plans at its head commit ordered by unit: two
+// queries whatever their number.
+func OpenPullRequestsWithPlans(ctx context.Context, db bun.IDB) ([]PullRequestWithPlans, error) {
+	var prs []PullRequest
+	err := db.NewSelect().Model(&prs).
+		Where("pr.state = ?", PROpen).
+		Where("EXISTS (SELECT 1 FROM repositories AS repo WHERE repo.name = pr.repository AND repo.removed_at IS NULL)").
+		OrderExpr("pr.updated_at DESC").Scan(ctx)
+	if err != nil || len(prs) == 0 {
+		return nil, err
+	}
+	var plans []PRPlan
+	err = db.NewSelect().Model(&plans).ExcludeColumn("output").
+		Join("JOIN pull_requests AS pr ON pr.repository = pp.repository AND pr.number = pp.pr_number AND pr.head_sha = pp.head_sha").
+		Where("pr.state = ?", PROpen).
+		OrderExpr("pp.path").Scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the plans of open pull requests: %w", err)
+	}
+	type key struct {
+		repo   string
+		number int
+	}
+	byPR := map[key][]PRPlan{}
+	for _, p := range plans {
+		k := key{p.Repository, p.PRNumber}
+		byPR[k] = append(byPR[k], p)
+	}
+	out := make([]PullRequestWithPlans, len(prs))
+	for i := range prs {
+		out[i] = PullRequestWithPlans{PullRequest: prs[i], Plans: byPR[key{prs[i].Repository, prs[i].Number}]}
+	}
+	return out, nil
+}
+
 // PRPlan is one changed unit of a pull request planned at one head commit.
 type PRPlan struct {
 	bun.BaseModel `bun:"table:pr_plans,alias:pp"`
 
-	ID         int64      `bun:",pk,autoincrement" json:"id"`
-	Repository string     `json:"repository"`
-	PRNumber   int        `bun:"pr_number" json:"pr_number"`
-	HeadSHA    string     `bun:"head_sha" json:"head_sha"`
-	Path       string     `json:"path"`
-	Status     string     `json:"status"`
-	ExitCode   *int       `json:"exit_code,omitempty"`
-	HasChanges *bool      `json:"has_changes,omitempty"`
-	Output     string     `json:"output,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	JobID      *int64     `json:"-"`
-	Generation int        `bun:",nullzero,notnull,default:1" json:"-"`
-	CreatedAt  time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
-	StartedAt  *time.Time `json:"started_at,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	ID         int64 `bun:",pk,autoincrement"`
+	Repository string
+	PRNumber   int    `bun:"pr_number"`
+	HeadSHA    string `bun:"head_sha"`
+	Path       string
+	Status     string
+	ExitCode   *int
+	HasChanges *bool
+	Output     string
+	Error      string
+	JobID      *int64
+	Generation int       `bun:",nullzero,notnull,default:1"`
+	CreatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	StartedAt  *time.Time
+	FinishedAt *time.Time
 }
 
 // InsertPRPlans queues plans and returns those to run: a plan of the same
@@ -398,4 +485,31 @@ func LiveJobsOf(ctx context.Context, db bun.IDB, kinds []string, key string, val
 		Where("j.kind IN (?)", bun.In(kinds)).Where("j.state::text IN (?)", bun.In(liveJobStates)).
 		Where("(j.args->>?)::bigint = ?", key, value).Scan(ctx, &ids)
 	return ids, err
+}
+
+// InfraOverview is what the infrastructure area's front page shows.
+type InfraOverview struct {
+	Repositories []RepositoryWithLock   // registered, by name
+	PullRequests []PullRequestWithPlans // open, newest first
+	Runs         RunPage                // the latest runs
+}
+
+// LoadInfraOverview reads the registered repositories with their merge
+// locks, their open pull requests with their plans and the latest
+// recentRuns runs, in a fixed number of queries whatever their number.
+// Without a registered repository there is nothing else to read.
+func LoadInfraOverview(ctx context.Context, db bun.IDB, recentRuns int) (*InfraOverview, error) {
+	repos, err := RepositoriesWithLocks(ctx, db)
+	if err != nil || len(repos) == 0 {
+		return &InfraOverview{}, err
+	}
+	prs, err := OpenPullRequestsWithPlans(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := ListRunPage(ctx, db, RunFilter{Limit: recentRuns})
+	if err != nil {
+		return nil, err
+	}
+	return &InfraOverview{Repositories: repos, PullRequests: prs, Runs: runs}, nil
 }

@@ -34,23 +34,23 @@ const (
 type Run struct {
 	bun.BaseModel `bun:"table:runs,alias:run"`
 
-	ID           int64      `bun:",pk,autoincrement" json:"id"`
-	Repository   string     `json:"repository"`
-	PRNumber     int        `bun:"pr_number" json:"pr_number"`
-	PRTitle      string     `bun:"pr_title" json:"pr_title"`
-	BaseRef      string     `json:"base_ref"`
-	HeadRef      string     `json:"head_ref"`
-	HeadSHA      string     `bun:"head_sha" json:"head_sha"`
-	MergeCommit  string     `json:"merge_commit"`
-	BaseCommit   string     `json:"base_commit,omitempty"`
-	Scan         string     `json:"scan"`
-	Status       string     `json:"status"`
-	Error        string     `json:"error,omitempty"`
-	DeletedUnits []string   `bun:",array" json:"deleted_units"`
-	ScanJobID    *int64     `json:"-"`
-	CreatedAt    time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
-	StartedAt    *time.Time `json:"started_at,omitempty"`
-	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	ID           int64 `bun:",pk,autoincrement"`
+	Repository   string
+	PRNumber     int    `bun:"pr_number"`
+	PRTitle      string `bun:"pr_title"`
+	BaseRef      string
+	HeadRef      string
+	HeadSHA      string `bun:"head_sha"`
+	MergeCommit  string
+	BaseCommit   string
+	Scan         string
+	Status       string
+	Error        string
+	DeletedUnits []string `bun:",array"`
+	ScanJobID    *int64
+	CreatedAt    time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
 }
 
 // Ended reports whether the run is over.
@@ -101,23 +101,64 @@ type RunFilter struct {
 // ListRuns lists runs, newest first.
 func ListRuns(ctx context.Context, db bun.IDB, f RunFilter) ([]Run, error) {
 	var runs []Run
-	q := db.NewSelect().Model(&runs).OrderExpr("id DESC")
-	if f.Repository != "" {
-		q = q.Where("repository = ?", f.Repository)
-	}
-	if f.PRNumber > 0 {
-		q = q.Where("pr_number = ?", f.PRNumber)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
-	}
-	if f.BeforeID > 0 {
-		q = q.Where("id < ?", f.BeforeID)
-	}
+	q := runFilterQuery(db.NewSelect().Model(&runs), f)
 	if f.Limit > 0 {
 		q = q.Limit(int64(f.Limit))
 	}
 	return runs, q.Scan(ctx)
+}
+
+// runFilterQuery narrows q (over runs) to f, newest first.
+func runFilterQuery(q *bun.SelectQuery, f RunFilter) *bun.SelectQuery {
+	q = q.OrderExpr("run.id DESC")
+	if f.Repository != "" {
+		q = q.Where("run.repository = ?", f.Repository)
+	}
+	if f.PRNumber > 0 {
+		q = q.Where("run.pr_number = ?", f.PRNumber)
+	}
+	if f.Status != "" {
+		q = q.Where("run.status = ?", f.Status)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("run.id < ?", f.BeforeID)
+	}
+	return q
+}
+
+// RunListing is a run as listings show it: with its executions counted by
+// status.
+type RunListing struct {
+	Run             `bun:",extend"`
+	ExecutionCounts map[string]int `bun:"execution_counts,scanonly"`
+}
+
+// RunPage is one page of a runs listing, newest first.
+type RunPage struct {
+	Runs []RunListing
+	More bool // older runs match the filter too
+}
+
+// ListRunPage lists a page of f.Limit runs with their executions counted,
+// filtered and paged in one query, and says whether there are more.
+func ListRunPage(ctx context.Context, db bun.IDB, f RunFilter) (RunPage, error) {
+	var runs []RunListing
+	q := db.NewSelect().Model(&runs).ColumnExpr("run.*").
+		// The counts of each run come with it, so a page is one query.
+		ColumnExpr("(SELECT coalesce(jsonb_object_agg(c.status, c.n), '{}') FROM " +
+			"(SELECT x.status, count(*) AS n FROM executions AS x WHERE x.run_id = run.id GROUP BY x.status) AS c) AS execution_counts")
+	q = runFilterQuery(q, f)
+	if f.Limit > 0 {
+		q = q.Limit(int64(f.Limit) + 1) // one more says whether there are older runs
+	}
+	if err := q.Scan(ctx); err != nil {
+		return RunPage{}, fmt.Errorf("listing runs: %w", err)
+	}
+	page := RunPage{Runs: runs}
+	if f.Limit > 0 && len(runs) > f.Limit {
+		page.Runs, page.More = runs[:f.Limit], true
+	}
+	return page, nil
 }
 
 // RunOfMerge finds the run of a merge commit, if there is one.
@@ -140,10 +181,10 @@ func OldestQueuedRun(ctx context.Context, tx bun.IDB, repo string) (*Run, error)
 type MergeLock struct {
 	bun.BaseModel `bun:"table:merge_locks,alias:ml"`
 
-	Repository string    `bun:",pk" json:"repository"`
-	RunID      int64     `json:"run_id"`
-	PRNumber   int       `bun:"pr_number" json:"pr_number"`
-	LockedAt   time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"locked_at"`
+	Repository string `bun:",pk"`
+	RunID      int64
+	PRNumber   int       `bun:"pr_number"`
+	LockedAt   time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // TakeMergeLock takes repo's merge lock for run; false when another run
@@ -181,36 +222,36 @@ func MergeLockOf(ctx context.Context, db bun.IDB, repo string) (*MergeLock, erro
 type Execution struct {
 	bun.BaseModel `bun:"table:executions,alias:x"`
 
-	ID                int64      `bun:",pk,autoincrement" json:"-"`
-	ExecutionID       string     `json:"execution_id"`
-	RunID             int64      `json:"run_id"`
-	CfgPath           string     `json:"cfg_path"`
-	CfgDeps           []string   `bun:",array" json:"cfg_deps"`
-	AccountName       string     `json:"account_name"`
-	AccountPath       string     `json:"account_path"`
-	AccountDeps       []string   `bun:",array" json:"account_deps"`
-	InitCommand       []string   `bun:",array" json:"init_command,omitempty"`
-	PlanCommand       []string   `bun:",array" json:"plan_command"`
-	ApplyCommand      []string   `bun:",array" json:"apply_command"`
-	PlanRoleARN       string     `bun:"plan_role_arn" json:"plan_role_arn,omitempty"`
-	ApplyRoleARN      string     `bun:"apply_role_arn" json:"apply_role_arn,omitempty"`
-	Voters            []string   `bun:",array" json:"voters"`
-	MinApprovalCount  int        `json:"min_approval_count"`
-	MinRejectionCount int        `json:"min_rejection_count"`
-	Status            string     `json:"status"`
-	Step              string     `json:"step,omitempty"`
-	PlanOutput        string     `json:"-"`
-	PlanExitCode      *int       `json:"plan_exit_code,omitempty"`
-	HasChanges        *bool      `json:"has_changes,omitempty"`
-	PlanFile          []byte     `bun:",nullzero" json:"-"`
-	ApplyOutput       string     `json:"-"`
-	ApplyExitCode     *int       `json:"apply_exit_code,omitempty"`
-	Error             string     `json:"error,omitempty"`
-	ApprovalID        *int64     `json:"-"`
-	ReadyAt           *time.Time `json:"ready_at,omitempty"`
-	StartedAt         *time.Time `json:"started_at,omitempty"`
-	PlanStartedAt     *time.Time `json:"plan_started_at,omitempty"`
-	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+	ID                int64 `bun:",pk,autoincrement"`
+	ExecutionID       string
+	RunID             int64
+	CfgPath           string
+	CfgDeps           []string `bun:",array"`
+	AccountName       string
+	AccountPath       string
+	AccountDeps       []string `bun:",array"`
+	InitCommand       []string `bun:",array"`
+	PlanCommand       []string `bun:",array"`
+	ApplyCommand      []string `bun:",array"`
+	PlanRoleARN       string   `bun:"plan_role_arn"`
+	ApplyRoleARN      string   `bun:"apply_role_arn"`
+	Voters            []string `bun:",array"`
+	MinApprovalCount  int
+	MinRejectionCount int
+	Status            string
+	Step              string
+	PlanOutput        string
+	PlanExitCode      *int
+	HasChanges        *bool
+	PlanFile          []byte `bun:",nullzero"`
+	ApplyOutput       string
+	ApplyExitCode     *int
+	Error             string
+	ApprovalID        *int64
+	ReadyAt           *time.Time
+	StartedAt         *time.Time
+	PlanStartedAt     *time.Time
+	FinishedAt        *time.Time
 }
 
 // Ended reports whether the execution is over.
@@ -285,10 +326,10 @@ func ExecutionOutput(ctx context.Context, db bun.IDB, executionID, step string, 
 
 // OutputTail is the output a page has not shown yet.
 type OutputTail struct {
-	Text   string `json:"text"`
-	Next   int    `json:"next"`
-	Status string `json:"status"`
-	Step   string `json:"step"`
+	Text   string
+	Next   int
+	Status string
+	Step   string
 }
 
 // ExecutionsAwaitingVoter lists executions whose pending approval names voter.
@@ -302,32 +343,6 @@ func ExecutionsAwaitingVoter(ctx context.Context, db bun.IDB, voter string) ([]E
 	return xs, err
 }
 
-// ExecutionCounts counts the executions of each run by status, for run
-// listings.
-func ExecutionCounts(ctx context.Context, db bun.IDB, runIDs []int64) (map[int64]map[string]int, error) {
-	out := make(map[int64]map[string]int, len(runIDs))
-	if len(runIDs) == 0 {
-		return out, nil
-	}
-	var rows []struct {
-		RunID  int64
-		Status string
-		N      int
-	}
-	err := db.NewSelect().Model((*Execution)(nil)).Column("run_id", "status").ColumnExpr("count(*) AS n").
-		Where("run_id IN (?)", bun.In(runIDs)).Group("run_id", "status").Scan(ctx, &rows)
-	if err != nil {
-		return nil, fmt.Errorf("counting executions: %w", err)
-	}
-	for _, r := range rows {
-		if out[r.RunID] == nil {
-			out[r.RunID] = map[string]int{}
-		}
-		out[r.RunID][r.Status] = r.N
-	}
-	return out, nil
-}
-
 // RunsByIDs finds runs by id, in any order; ids not found are left out.
 func RunsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Run, error) {
 	var runs []Run
@@ -336,34 +351,6 @@ func RunsByIDs(ctx context.Context, db bun.IDB, ids []int64) ([]Run, error) {
 	}
 	err := db.NewSelect().Model(&runs).Where("id IN (?)", bun.In(ids)).Scan(ctx)
 	return runs, err
-}
-
-// RunRepositories lists the repositories that have runs, removed ones
-// included, for filters.
-func RunRepositories(ctx context.Context, db bun.IDB) ([]string, error) {
-	var names []string
-	err := db.NewSelect().Model((*Run)(nil)).Distinct().Column("repository").Order("repository").Scan(ctx, &names)
-	return names, err
-}
-
-// PlanOutputs returns the plan output of each execution by row id.
-func PlanOutputs(ctx context.Context, db bun.IDB, ids []int64) (map[int64]string, error) {
-	out := make(map[int64]string, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var rows []struct {
-		ID         int64
-		PlanOutput string
-	}
-	if err := db.NewSelect().Model((*Execution)(nil)).Column("id", "plan_output").
-		Where("id IN (?)", bun.In(ids)).Scan(ctx, &rows); err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		out[r.ID] = r.PlanOutput
-	}
-	return out, nil
 }
 
 // liveJobStates are the states of a River job that will still run.

@@ -327,7 +327,7 @@ func (s *Server) apiApprovals(c echo.Context) error {
 			WaitingSince: it.Approval.CreatedAt,
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"approvals": out, "total": w.Total, "executions": nonNilSlice(xs)})
+	return c.JSON(http.StatusOK, map[string]any{"approvals": out, "total": w.Total, "executions": infraExecutionsOf(xs)})
 }
 
 // approvalJSON is one approval waiting for the caller.

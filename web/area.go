@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/views"
@@ -57,8 +59,23 @@ func (r *Router) API(method, path string, h echo.HandlerFunc, role models.Role, 
 func (r *Router) RootAndAPI(method, path string, h echo.HandlerFunc, guard echo.MiddlewareFunc) {
 	for _, prefix := range []string{"", "/api/v1"} {
 		r.s.echo.Add(method, prefix+path, h, guard, r.limit)
+		r.s.machine[prefix+path] = machineRoute{}
 	}
 }
+
+// Webhook adds a POST endpoint for another service's signed deliveries: the
+// handler checks the signature itself, so there is no session, no CSRF
+// token and no rate limit per token; bodies may be up to maxBody bytes
+// instead of the usual 1 MB; errors are JSON.
+func (r *Router) Webhook(path string, h echo.HandlerFunc, maxBody int64) {
+	r.s.echo.POST(path, h, middleware.BodyLimit(fmt.Sprintf("%dB", maxBody)))
+	r.s.machine[path] = machineRoute{signed: true}
+}
+
+// machineRoute is how a route that programs call (not browsers) is
+// treated by the shared middleware: errors as JSON always; a signed one
+// also skips CSRF and sets its own body limit.
+type machineRoute struct{ signed bool }
 
 // VotePage sets what the page of a voting link shows of the area's subjects
 // of kind (the approvals service's kinds).

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -60,7 +62,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if status >= 500 {
 		s.Logger.Error("request failed", "error", err, "method", c.Request().Method, "path", loggedPath(c.Request().URL.Path), "request_id", requestID(c))
 	}
-	if wantsJSON(c) {
+	if s.wantsJSON(c) {
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(status)
 			return
@@ -83,6 +85,25 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
+// databaseDown says err is the database being unreachable (no connection,
+// the server shutting down or refusing connections): a 503 to try again,
+// not a fault of Gantry's.
+func databaseDown(err error) bool {
+	var connect *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connect), errors.As(err, &netErr):
+		return true
+	case errors.As(err, &pgErr):
+		// Class 08: connection exceptions; 57P01–57P03: shutting down or not
+		// accepting connections; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" ||
+			pgErr.Code == "57P03" || pgErr.Code == "53300"
+	}
+	return false
+}
+
 // classify maps every error to an *apperr.Error, hiding internals.
 func (s *Server) classify(c echo.Context, err error) *apperr.Error {
 	var ae *apperr.Error
@@ -92,6 +113,8 @@ func (s *Server) classify(c echo.Context, err error) *apperr.Error {
 		return ae
 	case errors.Is(err, models.ErrNotFound):
 		return apperr.New(apperr.NotFound, "Not found.")
+	case databaseDown(err):
+		return apperr.New(apperr.Unavailable, "The database cannot be reached just now. Try again shortly.")
 	case errors.Is(err, context.DeadlineExceeded):
 		return apperr.New(apperr.Unavailable, "The request took too long. Try again; if it keeps happening, narrow it (filters, smaller pages).")
 	case errors.As(err, &he):
@@ -117,9 +140,12 @@ func (s *Server) classify(c echo.Context, err error) *apperr.Error {
 	return apperr.New(apperr.Internal, "Something went wrong on our side. The request id (X-Request-Id) helps whoever runs Gantry find out what.")
 }
 
-func wantsJSON(c echo.Context) bool {
+// wantsJSON says the caller is a program: the API, metrics, the areas'
+// routes for programs (Router.RootAndAPI, Router.Webhook), or a request
+// that asks for JSON and not HTML.
+func (s *Server) wantsJSON(c echo.Context) bool {
 	r := c.Request()
-	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/allocations") || r.URL.Path == "/pools" || r.URL.Path == "/metrics" || r.URL.Path == webhookPath {
+	if s.apiRoute(c) {
 		return true
 	}
 	return strings.Contains(r.Header.Get(echo.HeaderAccept), echo.MIMEApplicationJSON) &&
@@ -139,6 +165,9 @@ func bindJSON(c echo.Context, v any) error {
 	}
 	if dec.More() {
 		return apperr.New(apperr.Invalid, "The body must hold a single JSON object.")
+	}
+	if field := jsonNUL(reflect.ValueOf(v), ""); field != "" {
+		return apperr.Field(field, nulMessage)
 	}
 	return nil
 }

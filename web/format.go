@@ -112,3 +112,37 @@ func truncate(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// thresholds says how many votes decide, in words.
+func thresholds(minApprovals, minRejections, voters int) string {
+	return fmt.Sprintf("%d of %d approve to apply · %s", minApprovals, voters, rejectionsStop(minRejections))
+}
+
+func rejectionsStop(n int) string {
+	if n == 1 {
+		return "1 rejection stops it"
+	}
+	return fmt.Sprintf("%d rejections stop it", n)
+}
+
+// argvText writes an argument vector as a person would type it: arguments
+// with spaces or quotes are single-quoted.
+func argvText(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts[i] = a
+	}
+	return strings.Join(parts, " ")
+}
+
+// shortenLeft keeps the end of s within n characters.
+func shortenLeft(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 2 {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}

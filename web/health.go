@@ -24,12 +24,16 @@ func (s *Server) healthz(c echo.Context) error {
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()
+	// The errors go to the log, not to the caller: anyone may ask, and they
+	// name the database's user, host and port.
 	if err := s.DB.Pool.Ping(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": err.Error()})
+		s.Logger.WarnContext(ctx, "not ready: the database does not answer", "error", err)
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": "unreachable (the server's log says why)"})
 	}
 	pending, err := s.Migrator.Pending(ctx)
 	if err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "migrations": err.Error()})
+		s.Logger.WarnContext(ctx, "not ready: the migrations cannot be read", "error", err)
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "migrations": "unreadable (the server's log says why)"})
 	}
 	if pending > 0 {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "pending_migrations": pending, "hint": "run gantry migrate up"})

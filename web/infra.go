@@ -1,16 +1,15 @@
 package web
 
 import (
-	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gantryhq/gantry/internal/apperr"
-	"github.com/gantryhq/gantry/internal/approval"
+
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/github"
@@ -29,7 +28,8 @@ type infraHandlers struct {
 // pull requests and their plans, runs with their execution graph,
 // executions with live output and votes; GitHub's webhook and the JSON API
 // for runs, executions and votes (a bot votes with a token of scope vote).
-// The machine endpoints are in this file, the pages in infra_pages.go.
+// The machine endpoints are in this file, the JSON they speak in
+// infra_api.go, the pages in infra_pages.go.
 func InfraArea(svc *infra.Service) Area {
 	return Area{
 		Name: "infra", Title: "Infrastructure", Path: "/infra",
@@ -59,14 +59,17 @@ func InfraArea(svc *infra.Service) Area {
 			r.VotePage(infra.ExecutionKind, s.executionLinkView)
 
 			// GitHub's deliveries: authenticated by their signature, not a session.
-			r.Public(http.MethodPost, webhookPath, s.githubWebhook, middleware.BodyLimit(fmt.Sprintf("%dB", github.MaxPayloadSize)))
+			r.Webhook(webhookPath, s.githubWebhook, github.MaxPayloadSize)
 		},
 	}
 }
 
 const (
+	// webhookPath is GitHub's way in; the shared middleware exempts it from
+	// sessions and CSRF.
 	webhookPath = "/webhooks/github"
-	runsPerPage = 50
+	// infraAPIRunsPage is how many runs the API lists unless asked.
+	infraAPIRunsPage = 50
 )
 
 // githubWebhook answers a GitHub delivery: 401 for a bad signature, 200 for
@@ -93,53 +96,40 @@ func (s *infraHandlers) githubWebhook(c echo.Context) error {
 		c.Response().Header().Set("X-Gantry-Ignored", res.Message)
 		return c.NoContent(http.StatusNoContent)
 	case infra.WebhookAccepted:
-		return c.JSON(http.StatusAccepted, map[string]string{"message": res.Message})
+		return c.JSON(http.StatusAccepted, infraWebhookAnswerJSON{Message: res.Message})
 	}
 	// A ping, or a redelivery of what was received before: GitHub need not
 	// send it again.
-	return c.JSON(http.StatusOK, map[string]string{"message": res.Message})
+	return c.JSON(http.StatusOK, infraWebhookAnswerJSON{Message: res.Message})
 }
 
 // apiRepositories lists the configured repositories with their accounts and
 // merge locks.
 func (s *infraHandlers) apiRepositories(c echo.Context) error {
-	ctx := c.Request().Context()
-	repos, err := models.ListRepositories(ctx, s.DB.Bun)
+	repos, err := models.RepositoriesWithLocks(c.Request().Context(), s.DB.Bun)
 	if err != nil {
 		return err
 	}
-	type repoJSON struct {
-		models.Repository
-		MergeLock *models.MergeLock `json:"merge_lock"`
-	}
-	out := make([]repoJSON, len(repos))
-	for i, r := range repos {
-		lock, err := models.MergeLockOf(ctx, s.DB.Bun, r.Name)
-		if err != nil {
-			return err
-		}
-		out[i] = repoJSON{Repository: r, MergeLock: lock}
+	out := make([]infraRepositoryJSON, len(repos))
+	for i := range repos {
+		out[i] = infraRepositoryOf(&repos[i])
 	}
 	return c.JSON(http.StatusOK, map[string]any{"repositories": out})
 }
 
-// runFilter reads the filters of a runs listing.
-func runFilter(c echo.Context) (models.RunFilter, error) {
-	f := models.RunFilter{Repository: c.QueryParam("repository"), Status: c.QueryParam("status"), Limit: runsPerPage}
+// infraRunFilter reads the filters of the API's runs listing.
+func infraRunFilter(c echo.Context) (models.RunFilter, error) {
+	f := models.RunFilter{Repository: c.QueryParam("repository"), Status: c.QueryParam("status"), Limit: infraAPIRunsPage}
 	bad := apperr.Fields{}
-	switch f.Status {
-	case "", models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed:
-	default:
+	if f.Status != "" && !slices.Contains(infraRunStatuses, f.Status) {
 		bad.Add("status", "must be queued, scanning, running, succeeded or failed")
 	}
-	for name, dst := range map[string]*int64{"before": &f.BeforeID} {
-		if v := c.QueryParam(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				bad.Add(name, "must be a run id")
-			}
-			*dst = n
+	if v := c.QueryParam("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			bad.Add("before", "must be a run id")
 		}
+		f.BeforeID = n
 	}
 	if v := c.QueryParam("pr"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -160,7 +150,7 @@ func runFilter(c echo.Context) (models.RunFilter, error) {
 
 // apiListRuns lists runs, newest first, a page at a time.
 func (s *infraHandlers) apiListRuns(c echo.Context) error {
-	f, err := runFilter(c)
+	f, err := infraRunFilter(c)
 	if err != nil {
 		return err
 	}
@@ -168,25 +158,23 @@ func (s *infraHandlers) apiListRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := map[string]any{"runs": nonNilSlice(runs)}
+	page := infraRunsPageJSON{Runs: infraRunsOf(runs)}
+	// A full page has a next one, which may be empty: clients stop at
+	// either.
 	if len(runs) == f.Limit {
-		page["next"] = "/api/v1/infra/runs?" + withParam(c.QueryParams(), "before", strconv.FormatInt(runs[len(runs)-1].ID, 10))
+		page.Next = "/api/v1/infra/runs?" + withParam(c.QueryParams(), "before", strconv.FormatInt(runs[len(runs)-1].ID, 10))
 	}
 	return c.JSON(http.StatusOK, page)
 }
 
-// apiGetRun is a run with its executions and the merge lock it holds.
+// apiGetRun is a run with its executions and whether it holds the merge lock.
 func (s *infraHandlers) apiGetRun(c echo.Context) error {
 	ctx := c.Request().Context()
-	id, err := pathID(c, "run")
+	run, err := s.runParam(c)
 	if err != nil {
 		return err
 	}
-	run, err := models.RunByID(ctx, s.DB.Bun, id)
-	if err != nil {
-		return notFoundAs(err, "No run %d.", id)
-	}
-	xs, err := models.ExecutionsOfRun(ctx, s.DB.Bun, id)
+	xs, err := models.ExecutionsOfRun(ctx, s.DB.Bun, run.ID)
 	if err != nil {
 		return err
 	}
@@ -194,13 +182,8 @@ func (s *infraHandlers) apiGetRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	holds := lock != nil && lock.RunID == run.ID
-	return c.JSON(http.StatusOK, map[string]any{"run": run, "executions": nonNilSlice(xs), "holds_merge_lock": holds})
-}
-
-// abortRequest says why a run is aborted.
-type abortRequest struct {
-	Reason string `json:"reason"`
+	return c.JSON(http.StatusOK, infraRunDetailJSON{Run: infraRunOf(run), Executions: infraExecutionsOf(xs),
+		HoldsMergeLock: lock != nil && lock.RunID == run.ID})
 }
 
 // apiAbortRun aborts a run that is not over (operators).
@@ -209,7 +192,7 @@ func (s *infraHandlers) apiAbortRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var in abortRequest
+	var in infraAbortRequest
 	if c.Request().ContentLength != 0 {
 		if err := bindJSON(c, &in); err != nil {
 			return err
@@ -222,72 +205,30 @@ func (s *infraHandlers) apiAbortRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"run": run})
+	return c.JSON(http.StatusOK, infraRunAnswerJSON{Run: infraRunOf(run)})
 }
 
-// executionJSON is an execution as the seed's record has it, with the votes
-// split into approval and rejection voters, and its outputs.
-type executionJSON struct {
-	*models.Execution
-	// The seed's record also names the pull request and the commits.
-	PRID     int    `json:"pr_id"`
-	CommitID string `json:"commit_id"`
-	BaseRef  string `json:"base_ref"`
-	HeadRef  string `json:"head_ref"`
-
-	ApprovalVoters  []string      `json:"approval_voters"`
-	RejectionVoters []string      `json:"rejection_voters"`
-	Votes           []models.Vote `json:"votes"`
-	ApprovalState   string        `json:"approval_state,omitempty"`
-	PlanOutput      string        `json:"plan_output"`
-	ApplyOutput     string        `json:"apply_output"`
-	RunURL          string        `json:"run_url"`
-}
-
+// apiGetExecution is an execution with its votes and outputs.
 func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	ctx := c.Request().Context()
-	x, err := models.ExecutionByExecutionID(ctx, s.DB.Bun, c.Param("execution_id"))
+	x, err := s.executionParam(c)
 	if err != nil {
-		return notFoundAs(err, "No execution %s.", c.Param("execution_id"))
+		return err
 	}
 	run, err := models.RunByID(ctx, s.DB.Bun, x.RunID)
 	if err != nil {
 		return err
 	}
-	out := executionJSON{Execution: x, PRID: run.PRNumber, CommitID: run.MergeCommit, BaseRef: run.BaseRef, HeadRef: run.HeadRef,
-		ApprovalVoters: []string{}, RejectionVoters: []string{}, Votes: []models.Vote{},
-		PlanOutput: x.PlanOutput, ApplyOutput: x.ApplyOutput, RunURL: "/api/v1/infra/runs/" + strconv.FormatInt(x.RunID, 10)}
-	if x.ApprovalID != nil {
-		a, err := models.ApprovalByID(ctx, s.DB.Bun, *x.ApprovalID)
-		if err != nil {
-			return err
-		}
-		votes, err := models.VotesOf(ctx, s.DB.Bun, a.ID)
-		if err != nil {
-			return err
-		}
-		out.ApprovalState, out.Votes = a.State, nonNilSlice(votes)
-		tally := approvals.Tally(a, votes)
-		for _, v := range tally.Votes {
-			if v.Decision == approval.Approve {
-				out.ApprovalVoters = append(out.ApprovalVoters, v.Voter)
-			} else {
-				out.RejectionVoters = append(out.RejectionVoters, v.Voter)
-			}
-		}
+	votes, err := s.Infra.ExecutionVotes(ctx, x)
+	if err != nil {
+		return err
 	}
-	return c.JSON(http.StatusOK, out)
-}
-
-// voteRequest is a vote sent to the API; the voter is the caller.
-type voteRequest struct {
-	Decision string `json:"decision"`
-	Comment  string `json:"comment"`
+	return c.JSON(http.StatusOK, infraExecutionDetailOf(x, run, votes))
 }
 
 // apiVote records the caller's vote on an execution's plan.
 func (s *infraHandlers) apiVote(c echo.Context) error {
-	var in voteRequest
+	var in infraVoteRequest
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
@@ -298,7 +239,5 @@ func (s *infraHandlers) apiVote(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"state": res.State, "approvals": res.Approvals, "rejections": res.Rejections, "waiting": nonNilSlice(res.Waiting),
-	})
+	return c.JSON(http.StatusOK, infraVoteResultJSON{State: string(res.State), Approvals: res.Approvals, Rejections: res.Rejections, Waiting: nonNilSlice(res.Waiting)})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
 	approvalsview "github.com/gantryhq/gantry/views/pages/approvals"
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
@@ -37,19 +38,19 @@ func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string,
 	pr := "#" + strconv.Itoa(run.PRNumber)
 	link := infraview.VoteLink{
 		Repository: run.Repository, PR: pr, PRTitle: run.PRTitle, MergeCommit: run.MergeCommit,
-		Unit: x.CfgPath, Account: x.AccountName, ExecutionID: x.ExecutionID, Deps: depsOf(x, siblings),
+		Unit: x.CfgPath, Account: x.AccountName, ExecutionID: x.ExecutionID, Deps: infraDepsOf(x, siblings),
 		Summary: infra.PlanSummary(x.PlanOutput), Plan: x.PlanOutput,
 	}
-	votesOf := votesView(x, a, votes)
+	votesOf := infraVotesView(x, infra.TallyVotes(a, votes))
 	v := approvalsview.LinkView{
-		Label: "Infrastructure vote", Title: x.CfgPath, Status: infraview.StateBadge(execState(x)),
+		Label: "Infrastructure vote", Title: x.CfgPath, Status: infraview.StateBadge(infraExecState(x)),
 		Lead:   fmt.Sprintf("Account %s · %s %s %s", x.AccountName, run.Repository, pr, run.PRTitle),
 		Before: infraview.LinkRun(link), After: infraview.LinkPlan(link),
 		Votes: approvalsview.Votes{Tally: votesOf.Tally, Outcome: votesOf.Outcome, OutcomeTone: votesOf.OutcomeTone,
 			Rows: votesOf.Rows, Note: votesOf.Note},
 		Open:        votesOf.Open,
 		Consequence: "Approving applies exactly the plan above; rejecting fails this execution and aborts what depends on it.",
-		URL:         executionURL(x.ExecutionID), URLText: "See this execution in Gantry →",
+		URL:         pageurl.Execution(x.ExecutionID), URLText: "See this execution in Gantry →",
 	}
 	switch {
 	case v.Open && !(approval.Policy{Voters: x.Voters}).IsVoter(voter):

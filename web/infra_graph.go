@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
 )
@@ -24,63 +25,63 @@ import (
 // first ones of prod (those that wait for nothing else of prod), which is
 // what the ordering comes down to.
 const (
-	graphPad      = 12
-	graphGapX     = 28
-	graphGapY     = 52
-	graphNodeH    = 46
-	graphCharW    = 7.2 // the labels' monospace advance at 12px
-	graphMinNodeW = 170
-	graphMaxNodeW = 300
-	graphTextPad  = 10
+	infraGraphPad      = 12
+	infraGraphGapX     = 28
+	infraGraphGapY     = 52
+	infraGraphNodeH    = 46
+	infraGraphCharW    = 7.2 // the labels' monospace advance at 12px
+	infraGraphMinNodeW = 170
+	infraGraphMaxNodeW = 300
+	infraGraphTextPad  = 10
 )
 
-// legendText names the graph's colours: running covers planning and
+// infraGraphLegend names the graph's colours: running covers planning and
 // applying (the nodes say which); voting stands apart, as it waits for people.
-var legendText = map[string]string{
+var infraGraphLegend = map[string]string{
 	"waiting": "waiting", "running": "planning or applying", "voting": "waiting for votes",
 	"succeeded": "succeeded", "failed": "failed", "aborted": "aborted",
 }
 
-// graphEdge is a dependency between two executions, by index.
-type graphEdge struct {
+// infraGraphEdge is a dependency between two executions, by index.
+type infraGraphEdge struct {
 	from, to int
 	account  bool
 }
 
-// runGraph lays out a run's executions for the run page.
-func runGraph(xs []models.Execution) infraview.Graph {
+// infraRunGraph lays out a run's executions for the run page.
+func infraRunGraph(xs []models.Execution) infraview.Graph {
 	n := len(xs)
 	byPath := make(map[string]int, n)
 	for i := range xs {
 		byPath[xs[i].CfgPath] = i
 	}
-	edges := graphEdges(xs, byPath)
-	layer := graphLayers(n, edges)
-	order := graphOrder(xs, edges, layer)
+	edges := infraGraphEdges(xs, byPath)
+	layer := infraGraphLayers(n, edges)
+	order := infraGraphOrder(xs, edges, layer)
 
 	// The node width fits the longest label, within bounds; longer paths
 	// are shortened from the left (the leaf directories say the most).
 	longest := 0
 	for i := range xs {
-		longest = max(longest, len([]rune(xs[i].CfgPath)), len([]rune(nodeSub(&xs[i]))))
+		longest = max(longest, len([]rune(xs[i].CfgPath)), len([]rune(infraGraphNodeSub(&xs[i]))))
 	}
-	nodeW := int(math.Ceil(float64(longest)*graphCharW)) + 2*graphTextPad
-	nodeW = min(max(nodeW, graphMinNodeW), graphMaxNodeW)
-	maxChars := int(float64(nodeW-2*graphTextPad) / graphCharW)
+	nodeW := int(math.Ceil(float64(longest)*infraGraphCharW)) + 2*infraGraphTextPad
+	nodeW = min(max(nodeW, infraGraphMinNodeW), infraGraphMaxNodeW)
+	maxChars := int(float64(nodeW-2*infraGraphTextPad) / infraGraphCharW)
 
 	widest := 0
 	for _, row := range order {
 		widest = max(widest, len(row))
 	}
-	width := 2*graphPad + widest*nodeW + max(widest-1, 0)*graphGapX
-	height := 2*graphPad + len(order)*graphNodeH + max(len(order)-1, 0)*graphGapY
+	width := 2*infraGraphPad + widest*nodeW + max(widest-1, 0)*infraGraphGapX
+	height := 2*infraGraphPad + len(order)*infraGraphNodeH + max(len(order)-1, 0)*infraGraphGapY
 	type point struct{ x, y int }
 	pos := make([]point, n)
 	for l, row := range order {
-		rowW := len(row)*nodeW + max(len(row)-1, 0)*graphGapX
-		left := graphPad + (width-2*graphPad-rowW)/2
+		rowW := len(row)*nodeW + max(len(row)-1, 0)*infraGraphGapX
+		left := infraGraphPad + (width-2*infraGraphPad-rowW)/2
 		for k, i := range row {
-			pos[i] = point{left + k*(nodeW+graphGapX), graphPad + l*(graphNodeH+graphGapY)}
+			pos[i] = point{left + k*(nodeW+infraGraphGapX), infraGraphPad + l*(infraGraphNodeH+infraGraphGapY)}
 		}
 	}
 
@@ -90,23 +91,23 @@ func runGraph(xs []models.Execution) infraview.Graph {
 	for _, row := range order {
 		for _, i := range row {
 			x := &xs[i]
-			st := execState(x)
+			st := infraExecState(x)
 			if counts[st.Class] == 0 {
-				classes = append(classes, infraview.State{Text: legendText[st.Class], Tone: st.Tone, Class: st.Class})
+				classes = append(classes, infraview.State{Text: infraGraphLegend[st.Class], Tone: st.Tone, Class: st.Class})
 			}
 			counts[st.Class]++
 			p := pos[i]
 			g.Nodes = append(g.Nodes, infraview.Node{
-				ExecutionID: x.ExecutionID, URL: executionURL(x.ExecutionID),
-				X: strconv.Itoa(p.x), Y: strconv.Itoa(p.y), W: strconv.Itoa(nodeW), H: strconv.Itoa(graphNodeH),
-				TextX: strconv.Itoa(p.x + graphTextPad), LabelY: strconv.Itoa(p.y + 19), SubY: strconv.Itoa(p.y + 36),
-				Label: shortenLeft(x.CfgPath, maxChars), Sub: shortenLeft(nodeSub(x), maxChars),
+				ExecutionID: x.ExecutionID, URL: pageurl.Execution(x.ExecutionID),
+				X: strconv.Itoa(p.x), Y: strconv.Itoa(p.y), W: strconv.Itoa(nodeW), H: strconv.Itoa(infraGraphNodeH),
+				TextX: strconv.Itoa(p.x + infraGraphTextPad), LabelY: strconv.Itoa(p.y + 19), SubY: strconv.Itoa(p.y + 36),
+				Label: shortenLeft(x.CfgPath, maxChars), Sub: shortenLeft(infraGraphNodeSub(x), maxChars),
 				Title: fmt.Sprintf("%s (account %s): %s\n%s", x.CfgPath, x.AccountName, st.Text, x.ExecutionID),
 				Class: st.Class,
 			})
 		}
 	}
-	slices.SortStableFunc(classes, func(a, b infraview.State) int { return cmp.Compare(stateRank(a.Class), stateRank(b.Class)) })
+	slices.SortStableFunc(classes, func(a, b infraview.State) int { return cmp.Compare(infraStateRank(a.Class), infraStateRank(b.Class)) })
 	var parts []string
 	for _, st := range classes {
 		g.Legend = append(g.Legend, infraview.Count{State: st, N: counts[st.Class]})
@@ -115,9 +116,9 @@ func runGraph(xs []models.Execution) infraview.Graph {
 	g.Label = fmt.Sprintf("Execution graph of %s in %s: %s", plural(n, "unit", "units"), plural(len(order), "layer", "layers"), strings.Join(parts, ", "))
 	for _, e := range edges {
 		from, to := pos[e.from], pos[e.to]
-		x1, y1 := from.x+nodeW/2, from.y+graphNodeH
+		x1, y1 := from.x+nodeW/2, from.y+infraGraphNodeH
 		x2, y2 := to.x+nodeW/2, to.y-2
-		bend := graphGapY / 2
+		bend := infraGraphGapY / 2
 		edge := infraview.Edge{
 			Path:    fmt.Sprintf("M %d %d C %d %d, %d %d, %d %d", x1, y1, x1, y1+bend, x2, y2-bend, x2, y2),
 			Account: e.account,
@@ -132,16 +133,16 @@ func runGraph(xs []models.Execution) infraview.Graph {
 	return g
 }
 
-// graphEdges are the run's unit dependencies and, for account
+// infraGraphEdges are the run's unit dependencies and, for account
 // dependencies, the representative edges described above.
-func graphEdges(xs []models.Execution, byPath map[string]int) []graphEdge {
-	var edges []graphEdge
+func infraGraphEdges(xs []models.Execution, byPath map[string]int) []infraGraphEdge {
+	var edges []infraGraphEdge
 	preds := make([][]int, len(xs))
 	succs := make([][]int, len(xs))
 	for i := range xs {
 		for _, d := range xs[i].CfgDeps {
 			if j, ok := byPath[d]; ok && j != i {
-				edges = append(edges, graphEdge{from: j, to: i})
+				edges = append(edges, infraGraphEdge{from: j, to: i})
 				preds[i] = append(preds[i], j)
 				succs[j] = append(succs[j], i)
 			}
@@ -161,7 +162,7 @@ func graphEdges(xs []models.Execution, byPath map[string]int) []graphEdge {
 		for _, acc := range xs[i].AccountDeps {
 			for _, j := range byAccount[acc] {
 				if !sameAccount(j, succs[j]) {
-					edges = append(edges, graphEdge{from: j, to: i, account: true})
+					edges = append(edges, infraGraphEdge{from: j, to: i, account: true})
 				}
 			}
 		}
@@ -169,9 +170,9 @@ func graphEdges(xs []models.Execution, byPath map[string]int) []graphEdge {
 	return edges
 }
 
-// graphLayers gives each node the length of the longest path to it.
+// infraGraphLayers gives each node the length of the longest path to it.
 // Nodes on a cycle (which the run engine never makes) go below the rest.
-func graphLayers(n int, edges []graphEdge) []int {
+func infraGraphLayers(n int, edges []infraGraphEdge) []int {
 	indeg := make([]int, n)
 	out := make([][]int, n)
 	for _, e := range edges {
@@ -209,9 +210,9 @@ func graphLayers(n int, edges []graphEdge) []int {
 	return layer
 }
 
-// graphOrder sorts each layer: by the mean position of a node's
+// infraGraphOrder sorts each layer: by the mean position of a node's
 // dependencies in the layers above, then by account and path.
-func graphOrder(xs []models.Execution, edges []graphEdge, layer []int) [][]int {
+func infraGraphOrder(xs []models.Execution, edges []infraGraphEdge, layer []int) [][]int {
 	depth := 0
 	for _, l := range layer {
 		depth = max(depth, l+1)
@@ -255,16 +256,7 @@ func graphOrder(xs []models.Execution, edges []graphEdge, layer []int) [][]int {
 	return rows
 }
 
-// nodeSub is a node's second line: the account and where it stands.
-func nodeSub(x *models.Execution) string {
-	return x.AccountName + " · " + execState(x).Text
-}
-
-// shortenLeft keeps the end of s within n characters.
-func shortenLeft(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n || n < 2 {
-		return s
-	}
-	return "…" + string(r[len(r)-n+1:])
+// infraGraphNodeSub is a node's second line: the account and where it stands.
+func infraGraphNodeSub(x *models.Execution) string {
+	return x.AccountName + " · " + infraExecState(x).Text
 }

@@ -13,44 +13,44 @@ import (
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
 )
 
-func exec(path, account string, accountDeps []string, status, step string, deps ...string) models.Execution {
+func infraExec(path, account string, accountDeps []string, status, step string, deps ...string) models.Execution {
 	return models.Execution{ExecutionID: "x-" + strings.ReplaceAll(path, "/", "-"), CfgPath: path, AccountName: account,
 		AccountDeps: accountDeps, CfgDeps: deps, Status: status, Step: step}
 }
 
-// seedRun is seed 000's layout with a second account after shared and a
+// infraSeedRun is seed 000's layout with a second account after shared and a
 // unit of prod that depends on nothing in its own account.
-func seedRun() []models.Execution {
+func infraSeedRun() []models.Execution {
 	shared := []string{"shared"}
 	return []models.Execution{
-		exec("live/prod/ec2", "prod", shared, models.ExecWaiting, "", "live/prod/rds"),
-		exec("live/shared/dns", "shared", nil, models.ExecSucceeded, models.StepApplying),
-		exec("live/prod/rds", "prod", shared, models.ExecRunning, models.StepVoting, "live/prod/vpc"),
-		exec("live/prod/vpc", "prod", shared, models.ExecSucceeded, models.StepApplying),
-		exec("live/staging/vpc", "staging", shared, models.ExecFailed, models.StepApplying),
-		exec("live/staging/app", "staging", shared, models.ExecAborted, "", "live/staging/vpc"),
-		exec("live/prod/cdn", "prod", shared, models.ExecRunning, models.StepApplying),
+		infraExec("live/prod/ec2", "prod", shared, models.ExecWaiting, "", "live/prod/rds"),
+		infraExec("live/shared/dns", "shared", nil, models.ExecSucceeded, models.StepApplying),
+		infraExec("live/prod/rds", "prod", shared, models.ExecRunning, models.StepVoting, "live/prod/vpc"),
+		infraExec("live/prod/vpc", "prod", shared, models.ExecSucceeded, models.StepApplying),
+		infraExec("live/staging/vpc", "staging", shared, models.ExecFailed, models.StepApplying),
+		infraExec("live/staging/app", "staging", shared, models.ExecAborted, "", "live/staging/vpc"),
+		infraExec("live/prod/cdn", "prod", shared, models.ExecRunning, models.StepApplying),
 	}
 }
 
-type drawn struct{ x, y int }
+type infraDrawn struct{ x, y int }
 
-func nodesOf(t *testing.T, g infraview.Graph) map[string]drawn {
+func infraNodesOf(t *testing.T, g infraview.Graph) map[string]infraDrawn {
 	t.Helper()
-	out := map[string]drawn{}
+	out := map[string]infraDrawn{}
 	for _, n := range g.Nodes {
 		x, err := strconv.Atoi(n.X)
 		require.NoError(t, err)
 		y, err := strconv.Atoi(n.Y)
 		require.NoError(t, err)
-		out[strings.TrimPrefix(n.ExecutionID, "x-")] = drawn{x, y}
+		out[strings.TrimPrefix(n.ExecutionID, "x-")] = infraDrawn{x, y}
 	}
 	return out
 }
 
 func TestRunGraphLayersByLongestPath(t *testing.T) {
-	g := runGraph(seedRun())
-	pos := nodesOf(t, g)
+	g := infraRunGraph(infraSeedRun())
+	pos := infraNodesOf(t, g)
 	require.Len(t, pos, 7)
 	row := func(unit string) int { return pos[strings.ReplaceAll(unit, "/", "-")].y }
 	layer0, layer1, layer2, layer3 := row("live/shared/dns"), row("live/prod/vpc"), row("live/prod/rds"), row("live/prod/ec2")
@@ -89,17 +89,17 @@ func TestRunGraphLayersByLongestPath(t *testing.T) {
 }
 
 func TestRunGraphIsStable(t *testing.T) {
-	want := runGraph(seedRun())
+	want := infraRunGraph(infraSeedRun())
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 20; i++ {
-		xs := seedRun()
+		xs := infraSeedRun()
 		rng.Shuffle(len(xs), func(a, b int) { xs[a], xs[b] = xs[b], xs[a] })
-		require.Equal(t, nodesOf(t, want), nodesOf(t, runGraph(xs)), "the order the executions come in does not matter")
+		require.Equal(t, infraNodesOf(t, want), infraNodesOf(t, infraRunGraph(xs)), "the order the executions come in does not matter")
 	}
 }
 
 func TestRunGraphEdgesGoDownAndStayInside(t *testing.T) {
-	g := runGraph(seedRun())
+	g := infraRunGraph(infraSeedRun())
 	w, _ := strconv.Atoi(g.Width)
 	h, _ := strconv.Atoi(g.Height)
 	num := regexp.MustCompile(`-?\d+`)
@@ -124,11 +124,11 @@ func TestRunGraphEdgesGoDownAndStayInside(t *testing.T) {
 func TestRunGraphShortensLongPathsAndSurvivesCycles(t *testing.T) {
 	long := "directory_dependency/dev-account/us-west-2/env-one/baz/with/a/very/long/path/indeed"
 	xs := []models.Execution{
-		exec(long, "dev", nil, models.ExecWaiting, "", "a"),
-		exec("a", "dev", nil, models.ExecWaiting, "", "b"),
-		exec("b", "dev", nil, models.ExecWaiting, "", "a"),
+		infraExec(long, "dev", nil, models.ExecWaiting, "", "a"),
+		infraExec("a", "dev", nil, models.ExecWaiting, "", "b"),
+		infraExec("b", "dev", nil, models.ExecWaiting, "", "a"),
 	}
-	g := runGraph(xs)
+	g := infraRunGraph(xs)
 	require.Len(t, g.Nodes, 3)
 	for _, n := range g.Nodes {
 		if strings.HasSuffix(n.Label, "path/indeed") {
@@ -136,7 +136,7 @@ func TestRunGraphShortensLongPathsAndSurvivesCycles(t *testing.T) {
 			require.Contains(t, n.Title, long, "the hover text has all of it")
 		}
 	}
-	require.Empty(t, runGraph(nil).Nodes, "a run without executions draws nothing")
+	require.Empty(t, infraRunGraph(nil).Nodes, "a run without executions draws nothing")
 }
 
 func TestArgvText(t *testing.T) {

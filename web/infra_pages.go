@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,63 +25,31 @@ import (
 // open pull requests and recent runs, every run, one run with the picture
 // of its execution graph, one execution with its plan, votes and apply
 // (output followed live), a pull request's plans and one plan. The voting
-// link and /approvals are in approvals.go; the JSON API is elsewhere.
+// link and /approvals are in approvals.go; the JSON in infra_api.go.
 
 const (
-	recentRunsShown = 10 // runs on /infra
-	runsPageSize    = 50 // runs per page of /infra/runs
-	pullRunsShown   = 20 // runs on a pull request's page
-	infraLogSize    = 50 // log entries on a run's, execution's or pull request's page
+	infraRecentRuns   = 10 // runs on /infra
+	infraRunsPageSize = 50 // runs per page of /infra/runs
+	infraPullRuns     = 20 // runs on a pull request's page
+	infraLogSize      = 50 // log entries on a run's, execution's or pull request's page
 )
 
-var runStatuses = []string{models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed}
+var infraRunStatuses = []string{models.RunQueued, models.RunScanning, models.RunRunning, models.RunSucceeded, models.RunFailed}
 
 // infraPage is /infra.
 func (s *infraHandlers) infraPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	db := s.DB.Bun
-	repos, err := models.ListRepositories(ctx, db)
+	o, err := models.LoadInfraOverview(c.Request().Context(), s.DB.Bun, infraRecentRuns)
 	if err != nil {
 		return err
 	}
 	v := infraview.IndexView{Setup: infraview.Setup{Example: infraview.ExampleConfig, WebhookURL: s.webhookURL()}}
-	if len(repos) == 0 {
-		return s.render(c, http.StatusOK, infraview.Index(v))
+	for i := range o.Repositories {
+		v.Repos = append(v.Repos, infraRepoView(&o.Repositories[i]))
 	}
-	registered := map[string]bool{}
-	for i := range repos {
-		lock, err := models.MergeLockOf(ctx, db, repos[i].Name)
-		if err != nil {
-			return err
-		}
-		registered[repos[i].Name] = true
-		v.Repos = append(v.Repos, repoView(&repos[i], lock))
+	for i := range o.PullRequests {
+		v.Pulls = append(v.Pulls, infraPullRow(&o.PullRequests[i]))
 	}
-	prs, err := models.OpenPullRequests(ctx, db, "")
-	if err != nil {
-		return err
-	}
-	for i := range prs {
-		pr := &prs[i]
-		if !registered[pr.Repository] {
-			continue // removed from gantry.yaml: its pull requests are no longer planned
-		}
-		plans, err := models.PlansOfPullRequest(ctx, db, pr.Repository, pr.Number, pr.HeadSHA)
-		if err != nil {
-			return err
-		}
-		v.Pulls = append(v.Pulls, pullRow(pr, plans))
-	}
-	runs, err := models.ListRuns(ctx, db, models.RunFilter{Limit: recentRunsShown + 1})
-	if err != nil {
-		return err
-	}
-	if len(runs) > recentRunsShown {
-		runs, v.MoreRuns = runs[:recentRunsShown], true
-	}
-	if v.Runs, err = s.runRows(ctx, runs); err != nil {
-		return err
-	}
+	v.Runs, v.MoreRuns = infraRunRows(o.Runs.Runs), o.Runs.More
 	return s.render(c, http.StatusOK, infraview.Index(v))
 }
 
@@ -90,14 +57,14 @@ func (s *infraHandlers) webhookURL() string {
 	return strings.TrimRight(s.Config.BaseURL.String(), "/") + "/webhooks/github"
 }
 
-func repoView(r *models.Repository, lock *models.MergeLock) infraview.Repo {
+func infraRepoView(r *models.RepositoryWithLock) infraview.Repo {
 	scan := "graph scan"
 	if r.Scan == "plan" {
 		scan = "plan scan"
 	}
 	v := infraview.Repo{
 		Name: r.Name, URL: r.URL, Trunk: r.Trunk, Scan: scan, GitHub: r.GitHubFullName,
-		Lock: lockView(lock, 0), RunsURL: "/infra/runs?" + url.Values{"repository": {r.Name}}.Encode(),
+		Lock: infraLockView(r.MergeLock, 0), RunsURL: "/infra/runs?" + url.Values{"repository": {r.Name}}.Encode(),
 	}
 	for _, a := range r.Accounts {
 		v.Accounts = append(v.Accounts, infraview.Account{
@@ -109,21 +76,9 @@ func repoView(r *models.Repository, lock *models.MergeLock) infraview.Repo {
 	return v
 }
 
-// thresholds says how many votes decide, in words.
-func thresholds(minApprovals, minRejections, voters int) string {
-	return fmt.Sprintf("%d of %d approve to apply · %s", minApprovals, voters, rejectionsStop(minRejections))
-}
-
-func rejectionsStop(n int) string {
-	if n == 1 {
-		return "1 rejection stops it"
-	}
-	return fmt.Sprintf("%d rejections stop it", n)
-}
-
-// lockView describes a repository's merge lock; self is the run whose page
+// infraLockView describes a repository's merge lock; self is the run whose page
 // it is on (0 elsewhere).
-func lockView(lock *models.MergeLock, self int64) infraview.Lock {
+func infraLockView(lock *models.MergeLock, self int64) infraview.Lock {
 	if lock == nil {
 		return infraview.Lock{Text: "free", Tone: "ok", Note: "No deployment is in progress: pull requests may merge."}
 	}
@@ -132,21 +87,22 @@ func lockView(lock *models.MergeLock, self int64) infraview.Lock {
 		return infraview.Lock{Held: true, Text: fmt.Sprintf("held by this run (#%d)", lock.PRNumber),
 			Note: "Since " + since + ". Other pull requests get a failing merge-lock status until this run ends."}
 	}
-	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), Tone: "warn", URL: runURL(lock.RunID),
+	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), Tone: "warn", URL: pageurl.Run(lock.RunID),
 		Note: fmt.Sprintf("Since %s: run %d is deploying pull request #%d; other merges wait for it.", since, lock.RunID, lock.PRNumber)}
 }
 
-func pullRow(pr *models.PullRequest, plans []models.PRPlan) infraview.PullRow {
+func infraPullRow(pr *models.PullRequestWithPlans) infraview.PullRow {
+	plans := pr.Plans
 	row := infraview.PullRow{
 		Repository: pr.Repository, Number: "#" + strconv.Itoa(pr.Number), Title: pr.Title, Author: pr.Author,
-		URL: pullURL(pr.Repository, pr.Number), GitHubURL: pr.HTMLURL, HeadRef: pr.HeadRef, Head: shortSHA(pr.HeadSHA),
+		URL: pageurl.Pull(pr.Repository, pr.Number), GitHubURL: pr.HTMLURL, HeadRef: pr.HeadRef, Head: shortSHA(pr.HeadSHA),
 		PlanError: pr.PlanError, Updated: clock(pr.UpdatedAt), UpdatedISO: iso(pr.UpdatedAt),
 	}
 	counts := map[string]int{}
 	for i := range plans {
-		st := planState(&plans[i])
+		st := infraPlanState(&plans[i])
 		counts[st.Text]++
-		row.Plans = append(row.Plans, infraview.PlanChip{Path: plans[i].Path, State: st, URL: planURL(plans[i].ID)})
+		row.Plans = append(row.Plans, infraview.PlanChip{Path: plans[i].Path, State: st, URL: pageurl.Plan(plans[i].ID)})
 	}
 	switch {
 	case len(plans) == 0 && pr.PlanError == "":
@@ -163,40 +119,32 @@ func pullRow(pr *models.PullRequest, plans []models.PRPlan) infraview.PullRow {
 	return row
 }
 
-// runRows turns runs into listing rows with their executions counted.
-func (s *infraHandlers) runRows(ctx context.Context, runs []models.Run) ([]infraview.RunRow, error) {
-	ids := make([]int64, len(runs))
-	for i := range runs {
-		ids[i] = runs[i].ID
-	}
-	counts, err := models.ExecutionCounts(ctx, s.DB.Bun, ids)
-	if err != nil {
-		return nil, err
-	}
+// infraRunRows turns runs into listing rows.
+func infraRunRows(runs []models.RunListing) []infraview.RunRow {
 	rows := make([]infraview.RunRow, len(runs))
 	for i := range runs {
-		rows[i] = runRow(&runs[i], counts[runs[i].ID])
+		rows[i] = infraRunRow(&runs[i])
 	}
-	return rows, nil
+	return rows
 }
 
-func runRow(r *models.Run, counts map[string]int) infraview.RunRow {
+func infraRunRow(r *models.RunListing) infraview.RunRow {
 	row := infraview.RunRow{
-		ID: r.ID, Title: runTitle(r.ID), URL: runURL(r.ID), Repository: r.Repository,
-		PR: "#" + strconv.Itoa(r.PRNumber), PRURL: pullURL(r.Repository, r.PRNumber), PRTitle: r.PRTitle,
-		MergeCommit: shortSHA(r.MergeCommit), State: runState(r.Status), Counts: execCounts(counts),
+		ID: r.ID, Title: infraRunTitle(r.ID), URL: pageurl.Run(r.ID), Repository: r.Repository,
+		PR: "#" + strconv.Itoa(r.PRNumber), PRURL: pageurl.Pull(r.Repository, r.PRNumber), PRTitle: r.PRTitle,
+		MergeCommit: shortSHA(r.MergeCommit), State: infraRunState(r.Status), Counts: infraExecCounts(r.ExecutionCounts),
 	}
 	row.Started, row.StartedISO = clockPtr(r.StartedAt)
 	row.Finished, row.FinishedISO = clockPtr(r.FinishedAt)
 	return row
 }
 
-// execCounts orders counts of executions by status as the legend does.
-func execCounts(counts map[string]int) []infraview.Count {
+// infraExecCounts orders counts of executions by status as the legend does.
+func infraExecCounts(counts map[string]int) []infraview.Count {
 	var out []infraview.Count
 	for _, status := range []string{models.ExecWaiting, models.ExecRunning, models.ExecSucceeded, models.ExecFailed, models.ExecAborted} {
 		if counts[status] > 0 {
-			out = append(out, infraview.Count{State: execState(&models.Execution{Status: status}), N: counts[status]})
+			out = append(out, infraview.Count{State: infraExecState(&models.Execution{Status: status}), N: counts[status]})
 		}
 	}
 	return out
@@ -208,10 +156,10 @@ func (s *infraHandlers) runsPage(c echo.Context) error {
 	db := s.DB.Bun
 	q := c.QueryParams()
 	form := infraview.RunsFilter{Repository: strings.TrimSpace(q.Get("repository")), Status: q.Get("status"), PR: strings.TrimSpace(q.Get("pr"))}
-	f := models.RunFilter{Repository: form.Repository, Status: form.Status, Limit: runsPageSize + 1}
+	f := models.RunFilter{Repository: form.Repository, Status: form.Status, Limit: infraRunsPageSize}
 	bad := apperr.Fields{}
-	if form.Status != "" && !slices.Contains(runStatuses, form.Status) {
-		bad.Add("status", "must be one of "+strings.Join(runStatuses, ", "))
+	if form.Status != "" && !slices.Contains(infraRunStatuses, form.Status) {
+		bad.Add("status", "must be one of "+strings.Join(infraRunStatuses, ", "))
 	}
 	if form.PR != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(form.PR, "#"))
@@ -230,24 +178,16 @@ func (s *infraHandlers) runsPage(c echo.Context) error {
 	if err := bad.Err(); err != nil {
 		return err
 	}
-	runs, err := models.ListRuns(ctx, db, f)
+	page, err := models.ListRunPage(ctx, db, f)
 	if err != nil {
 		return err
 	}
-	repos, err := models.ListRepositories(ctx, db)
-	if err != nil {
-		return err
-	}
-	withRuns, err := models.RunRepositories(ctx, db)
+	names, err := models.RepositoryNames(ctx, db)
 	if err != nil {
 		return err
 	}
 
-	v := infraview.RunsView{Filter: form, Filtered: form != (infraview.RunsFilter{}), NoRepository: len(repos) == 0 && len(withRuns) == 0}
-	names := withRuns
-	for _, r := range repos {
-		names = append(names, r.Name)
-	}
+	v := infraview.RunsView{Filter: form, Filtered: form != (infraview.RunsFilter{}), NoRepository: len(names) == 0}
 	if form.Repository != "" {
 		names = append(names, form.Repository)
 	}
@@ -256,24 +196,22 @@ func (s *infraHandlers) runsPage(c echo.Context) error {
 		v.Repositories = append(v.Repositories, infraview.Option{Value: name, Label: name, Selected: name == form.Repository})
 	}
 	v.Statuses = append(v.Statuses, infraview.Option{Value: "", Label: "any status", Selected: form.Status == ""})
-	for _, st := range runStatuses {
+	for _, st := range infraRunStatuses {
 		v.Statuses = append(v.Statuses, infraview.Option{Value: st, Label: st, Selected: st == form.Status})
 	}
-	if len(runs) > runsPageSize {
-		runs = runs[:runsPageSize]
+	runs := page.Runs
+	if page.More {
 		v.OlderURL = "/infra/runs?" + withParam(q, "before", strconv.FormatInt(runs[len(runs)-1].ID, 10))
 	}
 	if f.BeforeID > 0 {
 		v.NewerURL = "/infra/runs?" + withParam(q, "before", "")
 	}
-	if v.Rows, err = s.runRows(ctx, runs); err != nil {
-		return err
-	}
-	v.Summary = runsSummary(form, len(runs), f.BeforeID > 0 || v.OlderURL != "")
+	v.Rows = infraRunRows(runs)
+	v.Summary = infraRunsSummary(form, len(runs), f.BeforeID > 0 || page.More)
 	return s.render(c, http.StatusOK, infraview.Runs(v))
 }
 
-func runsSummary(f infraview.RunsFilter, n int, paged bool) string {
+func infraRunsSummary(f infraview.RunsFilter, n int, paged bool) string {
 	count := plural(n, "run", "runs")
 	if paged {
 		count += " on this page"
@@ -318,20 +256,20 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 	}
 
 	v := infraview.RunView{
-		ID: run.ID, Title: runTitle(run.ID), Repository: run.Repository,
-		PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber), PRTitle: run.PRTitle,
-		State: runState(run.Status), Live: !run.Ended(), Error: run.Error, Deleted: run.DeletedUnits,
-		Lock: runLock(run, lock), Log: logRows(entries),
+		ID: run.ID, Title: infraRunTitle(run.ID), Repository: run.Repository,
+		PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pageurl.Pull(run.Repository, run.PRNumber), PRTitle: run.PRTitle,
+		State: infraRunState(run.Status), Live: !run.Ended(), Error: run.Error, Deleted: run.DeletedUnits,
+		Lock: infraRunLock(run, lock), Log: logRows(entries),
 		LogURL: "/log?" + url.Values{"deployment": {infra.DeploymentID(run)}}.Encode(),
 	}
-	v.Fields = runFields(run)
+	v.Fields = infraRunFields(run)
 	if principalOf(c).User.Role.Includes(models.RoleOperator) && (run.Status == models.RunQueued || run.Status == models.RunRunning) {
-		v.AbortURL = runURL(run.ID) + "/abort"
+		v.AbortURL = pageurl.Run(run.ID) + "/abort"
 	}
 	if len(xs) > 0 {
-		v.Graph = runGraph(xs)
+		v.Graph = infraRunGraph(xs)
 		for i := range xs {
-			v.Executions = append(v.Executions, execRow(&xs[i]))
+			v.Executions = append(v.Executions, infraExecRow(&xs[i]))
 		}
 	}
 	return s.render(c, http.StatusOK, infraview.Run(v))
@@ -347,16 +285,16 @@ func (s *infraHandlers) abortRunForm(c echo.Context) error {
 	if err != nil {
 		var ae *apperr.Error
 		if errors.As(err, &ae) && ae.Code != apperr.Internal {
-			return s.redirectWithFlash(c, runURL(run.ID), false, ae.Error())
+			return s.redirectWithFlash(c, pageurl.Run(run.ID), false, ae.Error())
 		}
 		return err
 	}
-	return s.redirectWithFlash(c, runURL(run.ID), true, fmt.Sprintf("Aborted run %d: the merge lock is released.", run.ID))
+	return s.redirectWithFlash(c, pageurl.Run(run.ID), true, fmt.Sprintf("Aborted run %d: the merge lock is released.", run.ID))
 }
 
-// runLock says what the repository's merge lock means for this run.
-func runLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
-	l := lockView(lock, run.ID)
+// infraRunLock says what the repository's merge lock means for this run.
+func infraRunLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
+	l := infraLockView(lock, run.ID)
 	switch {
 	case run.Status == models.RunQueued && lock != nil && lock.RunID != run.ID:
 		l.Note = fmt.Sprintf("This run waits for it: run %d (pull request #%d) holds it since %s UTC, and this one starts when that one ends.", lock.RunID, lock.PRNumber, clock(lock.LockedAt))
@@ -368,7 +306,7 @@ func runLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
 	return l
 }
 
-func runFields(run *models.Run) []infraview.Field {
+func infraRunFields(run *models.Run) []infraview.Field {
 	var out []infraview.Field
 	add := func(label, value string, mono bool, testID string) {
 		if value != "" {
@@ -400,10 +338,10 @@ func runFields(run *models.Run) []infraview.Field {
 	return out
 }
 
-func execRow(x *models.Execution) infraview.ExecRow {
+func infraExecRow(x *models.Execution) infraview.ExecRow {
 	row := infraview.ExecRow{
-		ExecutionID: x.ExecutionID, URL: executionURL(x.ExecutionID), Unit: x.CfgPath, Account: x.AccountName,
-		State: execState(x), Deps: afterList(x), Error: truncate(x.Error, 160),
+		ExecutionID: x.ExecutionID, URL: pageurl.Execution(x.ExecutionID), Unit: x.CfgPath, Account: x.AccountName,
+		State: infraExecState(x), Deps: infraAfterList(x), Error: truncate(x.Error, 160),
 	}
 	row.Started, row.StartedISO = clockPtr(x.StartedAt)
 	row.Finished, row.FinishedISO = clockPtr(x.FinishedAt)
@@ -413,8 +351,8 @@ func execRow(x *models.Execution) infraview.ExecRow {
 	return row
 }
 
-// afterList is what an execution waits for, in words.
-func afterList(x *models.Execution) []string {
+// infraAfterList is what an execution waits for, in words.
+func infraAfterList(x *models.Execution) []string {
 	parts := slices.Clone(x.CfgDeps)
 	for _, a := range x.AccountDeps {
 		parts = append(parts, "account "+a)
@@ -440,7 +378,7 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a, votes, err := s.approvalOf(ctx, x)
+	votes, err := s.Infra.ExecutionVotes(ctx, x)
 	if err != nil {
 		return err
 	}
@@ -449,34 +387,21 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 		return err
 	}
 
-	self := executionURL(x.ExecutionID)
+	self := pageurl.Execution(x.ExecutionID)
 	v := infraview.ExecutionView{
 		ExecutionID: x.ExecutionID, Unit: x.CfgPath, Account: x.AccountName, Repository: run.Repository,
-		RunURL: runURL(run.ID), RunTitle: runTitle(run.ID), PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pullURL(run.Repository, run.PRNumber),
-		State: execState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
-		Fields: executionFields(x, run, a, votes, siblings), Deps: depsOf(x, siblings),
-		Plan: executionOutput(x, models.StepPlanning), Apply: executionOutput(x, models.StepApplying),
-		Votes: votesView(x, a, votes),
+		RunURL: pageurl.Run(run.ID), RunTitle: infraRunTitle(run.ID), PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pageurl.Pull(run.Repository, run.PRNumber),
+		State: infraExecState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
+		Fields: infraExecutionFields(x, run, votes, siblings), Deps: infraDepsOf(x, siblings),
+		Plan: infraExecutionOutput(x, models.StepPlanning), Apply: infraExecutionOutput(x, models.StepApplying),
+		Votes: infraVotesView(x, votes),
 		Log:   logRows(entries), LogURL: "/log?" + url.Values{"target": {infra.ExecutionTarget(x.ExecutionID)}}.Encode(),
 	}
-	voteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
+	infraVoteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))
 }
 
-// approvalOf loads an execution's approval and its votes, if it has one.
-func (s *infraHandlers) approvalOf(ctx context.Context, x *models.Execution) (*models.Approval, []models.Vote, error) {
-	if x.ApprovalID == nil {
-		return nil, nil, nil
-	}
-	a, err := models.ApprovalByID(ctx, s.DB.Bun, *x.ApprovalID)
-	if err != nil {
-		return nil, nil, err
-	}
-	votes, err := models.VotesOf(ctx, s.DB.Bun, a.ID)
-	return a, votes, err
-}
-
-func executionFields(x *models.Execution, run *models.Run, a *models.Approval, votes []models.Vote, siblings []models.Execution) []infraview.Field {
+func infraExecutionFields(x *models.Execution, run *models.Run, votes infra.ExecutionVotes, siblings []models.Execution) []infraview.Field {
 	var out []infraview.Field
 	add := func(f infraview.Field) {
 		if f.Value != "" || len(f.Links) > 0 || len(f.Items) > 0 {
@@ -490,7 +415,7 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 		return infraview.Field{Label: label, Value: value, Mono: true, TestID: testID}
 	}
 	add(mono("execution_id", x.ExecutionID, "field-execution-id"))
-	add(infraview.Field{Label: "pr", Links: []infraview.Link{{Text: fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), URL: pullURL(run.Repository, run.PRNumber)}}, TestID: "field-pr"})
+	add(infraview.Field{Label: "pr", Links: []infraview.Link{{Text: fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), URL: pageurl.Pull(run.Repository, run.PRNumber)}}, TestID: "field-pr"})
 	add(mono("commit", run.MergeCommit, "field-commit"))
 	add(mono("base_ref", run.BaseRef, "field-base-ref"))
 	add(mono("head_ref", run.HeadRef, "field-head-ref"))
@@ -498,7 +423,7 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 	deps := infraview.Field{Label: "cfg_deps", TestID: "field-cfg-deps", Value: "none in this run"}
 	for _, d := range x.CfgDeps {
 		if i := slices.IndexFunc(siblings, func(s models.Execution) bool { return s.CfgPath == d }); i >= 0 {
-			deps.Links = append(deps.Links, infraview.Link{Text: d, URL: executionURL(siblings[i].ExecutionID)})
+			deps.Links = append(deps.Links, infraview.Link{Text: d, URL: pageurl.Execution(siblings[i].ExecutionID)})
 		}
 	}
 	add(deps)
@@ -519,20 +444,9 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 	add(infraview.Field{Label: "voters", Items: x.Voters, TestID: "field-voters"})
 	add(text("min_approval_count", strconv.Itoa(x.MinApprovalCount), "field-min-approvals"))
 	add(text("min_rejection_count", strconv.Itoa(x.MinRejectionCount), "field-min-rejections"))
-	var approvers, rejecters []string
-	if a != nil {
-		res := approvals.Tally(a, votes)
-		for _, vote := range res.Votes {
-			if vote.Decision == approval.Approve {
-				approvers = append(approvers, vote.Voter)
-			} else {
-				rejecters = append(rejecters, vote.Voter)
-			}
-		}
-	}
-	add(text("approval_voters", orNone(strings.Join(approvers, ", "), "none yet"), "field-approval-voters"))
-	add(text("rejection_voters", orNone(strings.Join(rejecters, ", "), "none yet"), "field-rejection-voters"))
-	add(text("status", execState(x).Text, "field-status"))
+	add(text("approval_voters", orNone(strings.Join(votes.Approvers, ", "), "none yet"), "field-approval-voters"))
+	add(text("rejection_voters", orNone(strings.Join(votes.Rejecters, ", "), "none yet"), "field-rejection-voters"))
+	add(text("status", infraExecState(x).Text, "field-status"))
 	if x.ReadyAt != nil {
 		add(text("ready", clock(*x.ReadyAt)+" UTC (its dependencies were done)", "field-ready"))
 	}
@@ -552,34 +466,21 @@ func executionFields(x *models.Execution, run *models.Run, a *models.Approval, v
 	return out
 }
 
-// argvText writes an argument vector as a person would type it: arguments
-// with spaces or quotes are single-quoted.
-func argvText(argv []string) string {
-	parts := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>()*?[]#~") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		parts[i] = a
-	}
-	return strings.Join(parts, " ")
-}
-
-// depsOf lists the executions of the run that x waits for: its unit
+// infraDepsOf lists the executions of the run that x waits for: its unit
 // dependencies, and every execution of the accounts its account depends on.
-func depsOf(x *models.Execution, siblings []models.Execution) []infraview.Dep {
+func infraDepsOf(x *models.Execution, siblings []models.Execution) []infraview.Dep {
 	var out []infraview.Dep
 	for _, d := range x.CfgDeps {
 		for i := range siblings {
 			if siblings[i].CfgPath == d {
-				out = append(out, infraview.Dep{Path: d, URL: executionURL(siblings[i].ExecutionID), State: execState(&siblings[i]), Why: "unit dependency"})
+				out = append(out, infraview.Dep{Path: d, URL: pageurl.Execution(siblings[i].ExecutionID), State: infraExecState(&siblings[i]), Why: "unit dependency"})
 			}
 		}
 	}
 	for _, acc := range x.AccountDeps {
 		for i := range siblings {
 			if siblings[i].AccountName == acc && siblings[i].ID != x.ID {
-				out = append(out, infraview.Dep{Path: siblings[i].CfgPath, URL: executionURL(siblings[i].ExecutionID), State: execState(&siblings[i]),
+				out = append(out, infraview.Dep{Path: siblings[i].CfgPath, URL: pageurl.Execution(siblings[i].ExecutionID), State: infraExecState(&siblings[i]),
 					Why: fmt.Sprintf("account %s runs after %s", x.AccountName, acc)})
 			}
 		}
@@ -587,15 +488,15 @@ func depsOf(x *models.Execution, siblings []models.Execution) []infraview.Dep {
 	return out
 }
 
-// executionOutput is one step's output, followed live while that step runs.
-func executionOutput(x *models.Execution, step string) infraview.Output {
+// infraExecutionOutput is one step's output, followed live while that step runs.
+func infraExecutionOutput(x *models.Execution, step string) infraview.Output {
 	o := infraview.Output{TestID: "plan-output", Text: x.PlanOutput}
 	if step == models.StepApplying {
 		o = infraview.Output{TestID: "apply-output", Text: x.ApplyOutput}
 	}
 	o.Live = x.Status == models.ExecRunning && x.Step == step
 	o.LiveLabel = step + ", following the output"
-	o.TailURL = executionURL(x.ExecutionID) + "/output?" + url.Values{"step": {step}}.Encode()
+	o.TailURL = pageurl.Execution(x.ExecutionID) + "/output?" + url.Values{"step": {step}}.Encode()
 	o.Offset = strconv.Itoa(utf8.RuneCountInString(o.Text))
 	switch step {
 	case models.StepPlanning:
@@ -635,9 +536,10 @@ func executionOutput(x *models.Execution, step string) infraview.Output {
 	return o
 }
 
-// votesView is an execution's approval as the execution page and the
+// infraVotesView is an execution's approval as the execution page and the
 // voting link show it.
-func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) infraview.Votes {
+func infraVotesView(x *models.Execution, votes infra.ExecutionVotes) infraview.Votes {
+	a, res := votes.Approval, votes.Result
 	if a == nil {
 		v := infraview.Votes{Tally: fmt.Sprintf("At least %d of %d voters must approve before it is applied; %s.",
 			x.MinApprovalCount, len(x.Voters), rejectionsStop(x.MinRejectionCount))}
@@ -653,7 +555,6 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 		return v
 	}
-	res := approvals.Tally(a, votes)
 	v := infraview.Votes{
 		Open:  a.State == models.ApprovalPending && x.Status == models.ExecRunning && x.Step == models.StepVoting,
 		Tally: fmt.Sprintf("%d of %d approvals · %d of %d rejections", res.Approvals, a.MinApprovals, res.Rejections, a.MinRejections),
@@ -671,13 +572,13 @@ func votesView(x *models.Execution, a *models.Approval, votes []models.Vote) inf
 		}
 	}
 	v.Waiting = res.Waiting
-	v.Rows = voteRows(votes)
+	v.Rows = voteRows(votes.Votes)
 	return v
 }
 
-// voteFormFor adds the dashboard's vote form for user, or says why there
+// infraVoteFormFor adds the dashboard's vote form for user, or says why there
 // is none.
-func voteFormFor(v *infraview.Votes, x *models.Execution, user *models.User, action string) {
+func infraVoteFormFor(v *infraview.Votes, x *models.Execution, user *models.User, action string) {
 	if !v.Open {
 		return
 	}
@@ -708,7 +609,7 @@ func (s *infraHandlers) voteForm(c echo.Context) error {
 		ExecutionID: x.ExecutionID, Voter: user.Email, Decision: decision,
 		Comment: strings.TrimSpace(c.FormValue("comment")), Via: approvals.ViaDashboard,
 	})
-	to := executionURL(x.ExecutionID)
+	to := pageurl.Execution(x.ExecutionID)
 	if msg, ok := conflictMessage(err); ok {
 		return s.redirectWithFlash(c, to, false, msg)
 	}
@@ -722,22 +623,13 @@ func (s *infraHandlers) voteForm(c echo.Context) error {
 	return s.redirectWithFlash(c, to, true, voteRecorded("your", decision, res, sum))
 }
 
-// outputTail is what a page following an output live receives.
-type outputTail struct {
-	Text   string `json:"text"`
-	Next   int    `json:"next"`
-	Status string `json:"status"`
-	Step   string `json:"step,omitempty"`
-	Done   bool   `json:"done"` // the step is over: nothing more will come
-}
-
 // executionOutputTail is the JSON tail of a step's output from offset on.
 func (s *infraHandlers) executionOutputTail(c echo.Context) error {
 	step := c.QueryParam("step")
 	if step != models.StepPlanning && step != models.StepApplying {
 		return apperr.Field("step", "must be planning or applying")
 	}
-	offset, err := offsetParam(c)
+	offset, err := infraOutputOffset(c)
 	if err != nil {
 		return err
 	}
@@ -749,12 +641,12 @@ func (s *infraHandlers) executionOutputTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, outputTail{Text: out.Text, Next: out.Next, Status: out.Status, Step: out.Step, Done: stepOver(out.Status, out.Step, step)})
+	return c.JSON(http.StatusOK, infraOutputTailJSON{Text: out.Text, Next: out.Next, Status: out.Status, Step: out.Step, Done: infraStepOver(out.Status, out.Step, step)})
 }
 
-// stepOver says whether an execution in status and current step is past
+// infraStepOver says whether an execution in status and current step is past
 // step: its output will not grow any more.
-func stepOver(status, current, step string) bool {
+func infraStepOver(status, current, step string) bool {
 	rank := map[string]int{models.StepPlanning: 0, models.StepVoting: 1, models.StepApplying: 2}
 	switch status {
 	case models.ExecWaiting:
@@ -771,7 +663,7 @@ func (s *infraHandlers) planOutputTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	offset, err := offsetParam(c)
+	offset, err := infraOutputOffset(c)
 	if err != nil {
 		return err
 	}
@@ -782,14 +674,14 @@ func (s *infraHandlers) planOutputTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, outputTail{Text: out.Text, Next: out.Next, Status: out.Status, Done: !planActive(out.Status)})
+	return c.JSON(http.StatusOK, infraOutputTailJSON{Text: out.Text, Next: out.Next, Status: out.Status, Done: !infraPlanActive(out.Status)})
 }
 
-func planActive(status string) bool {
+func infraPlanActive(status string) bool {
 	return status == models.PlanQueued || status == models.PlanRunning
 }
 
-func offsetParam(c echo.Context) (int, error) {
+func infraOutputOffset(c echo.Context) (int, error) {
 	v := c.QueryParam("offset")
 	if v == "" {
 		return 0, nil
@@ -822,7 +714,7 @@ func (s *infraHandlers) pullRequestPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := models.ListRuns(ctx, db, models.RunFilter{Repository: repo, PRNumber: number, Limit: pullRunsShown})
+	runs, err := models.ListRunPage(ctx, db, models.RunFilter{Repository: repo, PRNumber: number, Limit: infraPullRuns})
 	if err != nil {
 		return err
 	}
@@ -833,7 +725,7 @@ func (s *infraHandlers) pullRequestPage(c echo.Context) error {
 	}
 	v := infraview.PullView{
 		Repository: repo, Number: "#" + strconv.Itoa(number), Title: pr.Title, GitHubURL: pr.HTMLURL,
-		State: pullState(pr.State), PlanError: pr.PlanError, Log: logRows(entries),
+		State: infraPullState(pr.State), PlanError: pr.PlanError, Log: logRows(entries),
 		LogURL: "/log?" + url.Values{"deployment": {deployment}}.Encode(),
 	}
 	v.Fields = []infraview.Field{
@@ -847,19 +739,17 @@ func (s *infraHandlers) pullRequestPage(c echo.Context) error {
 	v.Fields = append(v.Fields, infraview.Field{Label: "Last event", Value: clock(pr.UpdatedAt) + " UTC", TestID: "field-updated"})
 	for i := range plans {
 		p := &plans[i]
-		row := infraview.PlanRow{ID: p.ID, Path: p.Path, URL: planURL(p.ID), State: planState(p), Changes: changesText(p), Error: truncate(p.Error, 200)}
+		row := infraview.PlanRow{ID: p.ID, Path: p.Path, URL: pageurl.Plan(p.ID), State: infraPlanState(p), Changes: infraChangesText(p), Error: truncate(p.Error, 200)}
 		row.Started, row.StartedISO = clockPtr(p.StartedAt)
 		row.Finished, row.FinishedISO = clockPtr(p.FinishedAt)
 		v.Plans = append(v.Plans, row)
-		v.Live = v.Live || (pr.State == models.PROpen && planActive(p.Status))
+		v.Live = v.Live || (pr.State == models.PROpen && infraPlanActive(p.Status))
 	}
-	if v.Runs, err = s.runRows(ctx, runs); err != nil {
-		return err
-	}
+	v.Runs = infraRunRows(runs.Runs)
 	return s.render(c, http.StatusOK, infraview.Pull(v))
 }
 
-func changesText(p *models.PRPlan) string {
+func infraChangesText(p *models.PRPlan) string {
 	switch {
 	case p.HasChanges == nil:
 		return ""
@@ -885,8 +775,8 @@ func (s *infraHandlers) planPage(c echo.Context) error {
 		return err
 	}
 	v := infraview.PlanView{
-		ID: p.ID, Path: p.Path, Repository: p.Repository, PR: "#" + strconv.Itoa(p.PRNumber), PRURL: pullURL(p.Repository, p.PRNumber),
-		State: planState(p), Error: p.Error,
+		ID: p.ID, Path: p.Path, Repository: p.Repository, PR: "#" + strconv.Itoa(p.PRNumber), PRURL: pageurl.Pull(p.Repository, p.PRNumber),
+		State: infraPlanState(p), Error: p.Error,
 	}
 	if pr, err := models.PullRequestByNumber(ctx, s.DB.Bun, p.Repository, p.PRNumber); err == nil && pr.HeadSHA != p.HeadSHA {
 		v.Stale = fmt.Sprintf("The pull request has moved on to %s since this plan; its page lists the plans of the new head.", shortSHA(pr.HeadSHA))
@@ -898,7 +788,7 @@ func (s *infraHandlers) planPage(c echo.Context) error {
 		{Label: "Pull request", Links: []infraview.Link{{Text: "#" + strconv.Itoa(p.PRNumber), URL: v.PRURL}}, TestID: "field-pr"},
 		{Label: "Head commit", Value: p.HeadSHA, Mono: true, TestID: "field-head"},
 		{Label: "Unit", Value: p.Path, Mono: true, TestID: "field-unit"},
-		{Label: "Status", Value: planState(p).Text, TestID: "field-status"},
+		{Label: "Status", Value: infraPlanState(p).Text, TestID: "field-status"},
 		{Label: "Queued", Value: clock(p.CreatedAt) + " UTC", TestID: "field-queued"},
 	}
 	if p.ExitCode != nil {
@@ -911,8 +801,8 @@ func (s *infraHandlers) planPage(c echo.Context) error {
 		v.Fields = append(v.Fields, infraview.Field{Label: "Finished", Value: clock(*p.FinishedAt) + " UTC", TestID: "field-finished"})
 	}
 	v.Output = infraview.Output{
-		TestID: "plan-output", Text: p.Output, Live: planActive(p.Status),
-		TailURL: planURL(p.ID) + "/output", Offset: strconv.Itoa(utf8.RuneCountInString(p.Output)),
+		TestID: "plan-output", Text: p.Output, Live: infraPlanActive(p.Status),
+		TailURL: pageurl.Plan(p.ID) + "/output", Offset: strconv.Itoa(utf8.RuneCountInString(p.Output)),
 	}
 	switch p.Status {
 	case models.PlanQueued:
@@ -926,7 +816,7 @@ func (s *infraHandlers) planPage(c echo.Context) error {
 	default:
 		v.Output.Empty = "The plan wrote no output."
 	}
-	if c := changesText(p); c != "" {
+	if c := infraChangesText(p); c != "" {
 		v.Output.Note = "Result: " + c + "."
 	}
 	return s.render(c, http.StatusOK, infraview.Plan(v))
@@ -955,7 +845,7 @@ func (s *infraHandlers) executionParam(c echo.Context) (*models.Execution, error
 	return x, err
 }
 
-func runState(status string) infraview.State {
+func infraRunState(status string) infraview.State {
 	switch status {
 	case models.RunQueued:
 		return infraview.State{Text: "queued", Tone: "muted", Class: "waiting"}
@@ -971,9 +861,9 @@ func runState(status string) infraview.State {
 	return infraview.State{Text: status, Tone: "muted", Class: "waiting"}
 }
 
-// execState is an execution's status; a running one says its step, and one
+// infraExecState is an execution's status; a running one says its step, and one
 // waiting for votes stands out.
-func execState(x *models.Execution) infraview.State {
+func infraExecState(x *models.Execution) infraview.State {
 	switch x.Status {
 	case models.ExecWaiting:
 		return infraview.State{Text: "waiting", Tone: "muted", Class: "waiting"}
@@ -995,12 +885,12 @@ func execState(x *models.Execution) infraview.State {
 	return infraview.State{Text: x.Status, Tone: "muted", Class: "waiting"}
 }
 
-// stateRank orders state classes for legends: as an execution goes.
-func stateRank(class string) int {
+// infraStateRank orders state classes for legends: as an execution goes.
+func infraStateRank(class string) int {
 	return slices.Index([]string{"waiting", "running", "voting", "succeeded", "failed", "aborted"}, class)
 }
 
-func planState(p *models.PRPlan) infraview.State {
+func infraPlanState(p *models.PRPlan) infraview.State {
 	switch p.Status {
 	case models.PlanQueued:
 		return infraview.State{Text: "queued", Tone: "muted", Class: "waiting"}
@@ -1019,7 +909,7 @@ func planState(p *models.PRPlan) infraview.State {
 	return infraview.State{Text: p.Status, Tone: "muted", Class: "waiting"}
 }
 
-func pullState(state string) infraview.State {
+func infraPullState(state string) infraview.State {
 	switch state {
 	case models.PROpen:
 		return infraview.State{Text: "open", Class: "running"}
@@ -1029,12 +919,4 @@ func pullState(state string) infraview.State {
 	return infraview.State{Text: state, Tone: "muted", Class: "aborted"}
 }
 
-func runTitle(id int64) string { return "Run " + strconv.FormatInt(id, 10) }
-
-// The infrastructure pages' paths, from the one place they are spelled.
-var (
-	runURL       = pageurl.Run
-	planURL      = pageurl.Plan
-	executionURL = pageurl.Execution
-	pullURL      = pageurl.Pull
-)
+func infraRunTitle(id int64) string { return "Run " + strconv.FormatInt(id, 10) }

@@ -96,17 +96,16 @@ func (s *Server) middleware() {
 	// Pages are compressed; API answers are small and setting up a gzip
 	// writer for each costs more CPU than it saves bytes.
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024,
-		Skipper: func(c echo.Context) bool { return isStream(c) || wantsJSON(c) }}))
+		Skipper: func(c echo.Context) bool { return isStream(c) || s.wantsJSON(c) }}))
 	e.Use(middleware.ContextTimeoutWithConfig(middleware.ContextTimeoutConfig{
 		Skipper: isStream,
 		Timeout: s.Config.RequestTimeout,
 	}))
-	// GitHub's deliveries may be larger; their route sets its own limit.
-	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "1M",
-		Skipper: func(c echo.Context) bool { return c.Request().URL.Path == webhookPath }}))
+	// Webhook deliveries may be larger; their route sets its own limit.
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "1M", Skipper: s.signedRoute}))
 	e.Use(s.authenticate)
 	e.Use(middleware.CSRFWithConfig(middleware.CSRFConfig{
-		Skipper:        skipCSRF,
+		Skipper:        s.skipCSRF,
 		TokenLookup:    "form:" + csrfField + ",header:X-CSRF-Token",
 		CookieName:     csrfCookie,
 		CookiePath:     "/",
@@ -117,6 +116,7 @@ func (s *Server) middleware() {
 			return apperr.New(apperr.Forbidden, "The form expired or came from another site. Reload the page and try again.")
 		},
 	}))
+	e.Use(refuseNUL)
 }
 
 // clientIP believes X-Forwarded-For only from the configured proxies, so a
@@ -132,21 +132,39 @@ func clientIP(proxies []*net.IPNet) echo.IPExtractor {
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
-// skipCSRF exempts token callers (no ambient credentials to forge) and the
-// machine endpoints that never change anything.
-func skipCSRF(c echo.Context) bool {
+// apiRoute says the route is for programs: the API, metrics, the areas'
+// routes for programs (Router.RootAndAPI, Router.Webhook).
+func (s *Server) apiRoute(c echo.Context) bool {
+	if _, ok := s.machine[c.Path()]; ok {
+		return true
+	}
+	path := c.Request().URL.Path
+	return strings.HasPrefix(path, "/api/") || path == "/metrics"
+}
+
+// signedRoute says the route's callers sign their requests (webhooks).
+func (s *Server) signedRoute(c echo.Context) bool { return s.machine[c.Path()].signed }
+
+// skipCSRF exempts token callers (no ambient credentials to forge), signed
+// deliveries and the machine endpoints that never change anything.
+func (s *Server) skipCSRF(c echo.Context) bool {
 	if p := principalOf(c); p != nil && p.Token != nil {
 		return true
 	}
 	if c.Request().Header.Get(AWSIdentityHeader) != "" {
 		return true // signed by the caller's AWS credentials, no cookie involved
 	}
-	if principalOf(c) == nil && wantsJSON(c) {
-		return true // anonymous API calls carry no credentials to forge; they get 401
+	if s.signedRoute(c) {
+		return true // signed with the webhook's secret; no cookie
+	}
+	if principalOf(c) == nil && s.apiRoute(c) {
+		// Anonymous API calls carry no credentials to forge; they get 401.
+		// Asking for JSON is not enough: a cross-site fetch may set Accept,
+		// and a forged sign-in or link vote must still be refused.
+		return true
 	}
 	path := c.Request().URL.Path
-	// GitHub's deliveries are signed with the webhook secret; no cookie.
-	return path == "/healthz" || path == "/readyz" || path == "/metrics" || path == webhookPath || strings.HasPrefix(path, assets.Prefix)
+	return path == "/healthz" || path == "/readyz" || path == "/metrics" || strings.HasPrefix(path, assets.Prefix)
 }
 
 func hstsMaxAge(https bool) int {

@@ -3,15 +3,18 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/access"
+	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -354,4 +357,42 @@ func between(body, start, end string) string {
 // isAPI says whether path answers JSON rather than pages.
 func isAPI(path string) bool {
 	return strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/allocations") || path == "/pools" || path == "/metrics"
+}
+
+// TestDatabaseOutage: while the database refuses connections, /readyz says
+// so without naming the database's user, host or port, and the API answers
+// 503 (try again), not 500.
+func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	token := b.token(t, b.user(t, "ops@example.com", models.RoleViewer), "read")
+	ctx := context.Background()
+	var name string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT current_database()").Scan(&name))
+	admin, err := pgx.Connect(ctx, testdb.AdminURL())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH ALLOW_CONNECTIONS false")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH ALLOW_CONNECTIONS true")
+	})
+	_, err = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name)
+	require.NoError(t, err)
+
+	// Twice: the first may meet a connection the termination closed, the
+	// second is refused by the server (its error names the database).
+	for range 2 {
+		res, body := b.call(t, "GET", "/readyz", "", "")
+		require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+		require.Equal(t, "unavailable", body["status"])
+		raw := fmt.Sprint(body)
+		for _, secret := range []string{name, "postgres", "127.0.0.1", "5432"} {
+			require.NotContains(t, raw, secret, "/readyz tells anyone about the database")
+		}
+	}
+
+	res, body := b.call(t, "GET", "/api/v1/log", token, "")
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, body)
+	require.Equal(t, "unavailable", errorCode(body))
 }

@@ -62,6 +62,7 @@ type Server struct {
 	riverUIHandler http.Handler // nil until Serve starts it
 	clientLimits   *clientLimits
 	votePages      map[string]VotePageFunc // by kind of subject, from the areas
+	machine        map[string]machineRoute // the areas' routes for programs, by route path
 	authCache      *authCache
 }
 
@@ -71,7 +72,7 @@ func New(d Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger),
 		clientLimits: &clientLimits{limiters: map[string]*rate.Limiter{}, def: d.Config.APIRate},
-		authCache:    newAuthCache(AuthCacheTTL), votePages: map[string]VotePageFunc{}}
+		authCache:    newAuthCache(AuthCacheTTL), votePages: map[string]VotePageFunc{}, machine: map[string]machineRoute{}}
 	s.metrics = newHTTPMetrics(d.Registry)
 	e.HTTPErrorHandler = s.handleError
 	s.routes()

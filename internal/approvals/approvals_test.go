@@ -2,7 +2,9 @@ package approvals_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,11 +69,30 @@ func (g *gateKind) Describe(_ context.Context, _ bun.IDB, ids []string) (map[str
 	return out, nil
 }
 
-type sent struct{ msgs []mail.Message }
+type sent struct {
+	mu   sync.Mutex
+	msgs []mail.Message
+}
 
-func (s *sent) Send(_ context.Context, m mail.Message) error { s.msgs = append(s.msgs, m); return nil }
+func (s *sent) Send(_ context.Context, m mail.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msgs = append(s.msgs, m)
+	return nil
+}
+
+func (s *sent) subjects() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, m := range s.msgs {
+		out = append(out, m.Subject+" → "+strings.Join(m.To, ","))
+	}
+	return out
+}
 
 type bundle struct {
+	db    *models.DB
 	svc   *approvals.Service
 	gates *gateKind
 	queue *jobs.Queue
@@ -82,6 +103,13 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	db := testdb.New(t)
+	b := setupOn(t, db)
+	b.db = db
+	return b
+}
+
+func setupOn(t *testing.T, db *models.DB) *bundle {
+	t.Helper()
 	queue, err := jobs.NewQueue(db.Bun)
 	require.NoError(t, err)
 	b := &bundle{gates: newGateKind(), queue: queue, mail: &sent{}, ctx: t.Context()}
@@ -211,4 +239,34 @@ func TestWaitingForListsOpenVotesOfEveryKind(t *testing.T) {
 	none, err = b.svc.WaitingFor(b.ctx, "olivia@example.com", approvals.WaitingFilter{})
 	require.NoError(t, err)
 	require.Zero(t, none.Total)
+}
+
+// TestTheVoteRequestJobMailsAnyKind: an area asks for votes by inserting
+// the shared job with its approval, in the same transaction, and the job
+// mails each voter, whatever the kind of subject.
+func TestTheVoteRequestJobMailsAnyKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	err := b.queue.InTx(b.ctx, func(ctx context.Context, tx jobs.Tx) error {
+		a, err := b.svc.Open(ctx, tx, approvals.Subject{Kind: "gate", ID: "7"}, approval.Policy{Voters: []string{ada, grace}, MinApprovals: 1, MinRejections: 1})
+		if err != nil {
+			return err
+		}
+		b.gates.approvals["7"] = a.ID
+		for _, v := range []string{ada, grace} {
+			if err := tx.Enqueue(ctx, jobs.RequestApprovalVoteArgs{Subject: "gate:7", Voter: v}, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+
+	client, err := jobs.NewClient(jobs.SharedDeps{DB: b.db, Logger: slog.New(slog.DiscardHandler), Approvals: b.svc}, nil,
+		jobs.ClientOptions{Work: true, Concurrency: 2, Logger: slog.New(slog.DiscardHandler), SkipPeriodic: true, FetchPollInterval: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, client.Start(b.ctx))
+	t.Cleanup(func() { _ = client.StopAndCancel(context.Background()) })
+	require.Eventually(t, func() bool { return len(b.mail.subjects()) == 2 }, time.Minute, 50*time.Millisecond, "sent: %v", b.mail.subjects())
+	require.ElementsMatch(t, []string{"Vote on gate 7 → " + ada, "Vote on gate 7 → " + grace}, b.mail.subjects())
 }

@@ -23,6 +23,16 @@ func (s *Service) Link(subject Subject, voter string) (string, error) {
 	return s.baseURL + pageurl.VotingLink(token), nil
 }
 
+// RequestVoteOn is RequestVote for a subject written "<kind>:<id>" (the
+// vote request job's argument).
+func (s *Service) RequestVoteOn(ctx context.Context, subject, voter string) error {
+	sub, ok := ParseSubject(subject)
+	if !ok {
+		return fmt.Errorf("requesting a vote: %q is no subject (want kind:id)", subject)
+	}
+	return s.RequestVote(ctx, sub, voter)
+}
+
 // RequestVote emails one voter a signed link to vote on subject, while its
 // approval waits for votes (a request that comes after the decision, or
 // after the subject ended, sends nothing).

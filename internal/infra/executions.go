@@ -85,7 +85,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 			return err
 		}
 		for _, v := range x.Voters {
-			if err := tx.Enqueue(ctx, jobs.RequestVoteArgs{ExecutionID: x.ID, Voter: v}, nil); err != nil {
+			if err := tx.Enqueue(ctx, jobs.RequestApprovalVoteArgs{Subject: ExecutionSubject(x.ExecutionID).String(), Voter: v}, nil); err != nil {
 				return err
 			}
 		}

@@ -201,3 +201,36 @@ func describe(x *models.Execution) string {
 	}
 	return x.Status
 }
+
+// ExecutionVotes is where the votes on an execution's plan stand.
+type ExecutionVotes struct {
+	Approval *models.Approval // nil until its plan goes to the voters
+	Votes    []models.Vote    // every vote as cast, changed ones included
+	Result   approval.Result  // the tally; zero without an approval
+	// Approvers and Rejecters are the voters whose latest vote (up to the
+	// decision) approves or rejects.
+	Approvers, Rejecters []string
+}
+
+// TallyVotes adds up an execution's approval and its votes (nil when its
+// plan has not gone to the voters).
+func TallyVotes(a *models.Approval, votes []models.Vote) ExecutionVotes {
+	if a == nil {
+		return ExecutionVotes{}
+	}
+	res := approvals.Tally(a, votes)
+	return ExecutionVotes{Approval: a, Votes: votes, Result: res,
+		Approvers: approvals.VotersWith(res, approval.Approve), Rejecters: approvals.VotersWith(res, approval.Reject)}
+}
+
+// ExecutionVotes loads and tallies the votes on x's plan.
+func (s *Service) ExecutionVotes(ctx context.Context, x *models.Execution) (ExecutionVotes, error) {
+	if x.ApprovalID == nil {
+		return ExecutionVotes{}, nil
+	}
+	a, votes, err := s.Approvals.Approval(ctx, ExecutionSubject(x.ExecutionID))
+	if err != nil {
+		return ExecutionVotes{}, fmt.Errorf("loading the votes on %s: %w", x.ExecutionID, err)
+	}
+	return TallyVotes(a, votes), nil
+}
