@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,21 +20,21 @@ const (
 type Allocation struct {
 	bun.BaseModel `bun:"table:allocations,alias:a"`
 
-	ID            uuid.UUID         `bun:"type:uuid,pk" json:"id"`
-	RequestID     uuid.UUID         `bun:"type:uuid" json:"request_id"`
-	EnvironmentID int64             `json:"environment_id"`
-	Pool          string            `json:"pool"`
-	Requester     string            `json:"requester"`
-	Client        string            `json:"client"`
-	CredentialRef string            `json:"-"`
-	Capabilities  map[string]string `bun:",type:jsonb" json:"capabilities"`
-	StartedAt     time.Time         `bun:",nullzero,notnull,default:current_timestamp" json:"started_at"`
-	ExpiresAt     time.Time         `json:"expires_at"`
-	EndedAt       *time.Time        `json:"ended_at,omitempty"`
-	EndedBy       *string           `json:"ended_by,omitempty"`
-	Outcome       string            `json:"outcome,omitempty"`
+	ID            uuid.UUID `bun:"type:uuid,pk"`
+	RequestID     uuid.UUID `bun:"type:uuid"`
+	EnvironmentID int64
+	Pool          string
+	Requester     string
+	Client        string
+	CredentialRef string
+	Capabilities  map[string]string `bun:",type:jsonb"`
+	StartedAt     time.Time         `bun:",nullzero,notnull,default:current_timestamp"`
+	ExpiresAt     time.Time
+	EndedAt       *time.Time
+	EndedBy       *string
+	Outcome       string
 
-	Environment *Environment `bun:"rel:belongs-to,join:environment_id=id" json:"environment,omitempty"`
+	Environment *Environment `bun:"rel:belongs-to,join:environment_id=id"`
 }
 
 // Active reports whether the allocation still holds its environment.
@@ -113,21 +112,6 @@ func PruneAllocations(ctx context.Context, db bun.IDB, cutoff time.Time) (int64,
 // UtilizationPoint is how many of a pool's environments were leased during
 // one bucket of time.
 type UtilizationPoint struct {
-	Bucket time.Time `bun:"bucket" json:"bucket"`
-	InUse  int       `bun:"in_use" json:"in_use"`
-}
-
-// Utilization counts, per bucket from since until now, the allocations of
-// pool that overlapped the bucket.
-func Utilization(ctx context.Context, db bun.IDB, pool string, since time.Time, bucket time.Duration) ([]UtilizationPoint, error) {
-	var out []UtilizationPoint
-	step := fmt.Sprintf("%d seconds", int(bucket.Seconds()))
-	err := db.NewRaw(`
-		SELECT b.bucket, count(a.id) AS in_use
-		FROM generate_series(?::timestamptz, now(), ?::interval) AS b(bucket)
-		LEFT JOIN allocations a ON a.pool = ?
-			AND a.started_at < b.bucket + ?::interval
-			AND coalesce(a.ended_at, now()) >= b.bucket
-		GROUP BY b.bucket ORDER BY b.bucket`, since, step, pool, step).Scan(ctx, &out)
-	return out, err
+	Bucket time.Time `bun:"bucket"`
+	InUse  int       `bun:"in_use"`
 }

@@ -25,19 +25,19 @@ const (
 type Pool struct {
 	bun.BaseModel `bun:"table:pools"`
 
-	Name                  string     `bun:",pk" json:"name"`
-	Kind                  string     `json:"kind"`
-	SessionSeconds        int        `json:"session_seconds"`
-	MaxSessionSeconds     int        `json:"max_session_seconds"`
-	CleanupTimeoutSeconds int        `json:"cleanup_timeout_seconds"`
-	Clients               []string   `bun:",array" json:"clients"`
-	CleanupCommand        []string   `bun:",array" json:"cleanup_command"`
-	PostgresAdminURLEnv   string     `json:"-"`
-	PostgresTemplate      string     `json:"-"`
-	NotifyEmails          []string   `bun:",array" json:"-"`
-	NotifyWebhook         string     `json:"-"`
-	RemovedAt             *time.Time `json:"removed_at,omitempty"`
-	UpdatedAt             time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
+	Name                  string `bun:",pk"`
+	Kind                  string
+	SessionSeconds        int
+	MaxSessionSeconds     int
+	CleanupTimeoutSeconds int
+	Clients               []string `bun:",array"`
+	CleanupCommand        []string `bun:",array"`
+	PostgresAdminURLEnv   string
+	PostgresTemplate      string
+	NotifyEmails          []string `bun:",array"`
+	NotifyWebhook         string
+	RemovedAt             *time.Time
+	UpdatedAt             time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // Session is the default lease length.
@@ -68,26 +68,26 @@ func (p *Pool) AllowsClient(client string) bool {
 type Environment struct {
 	bun.BaseModel `bun:"table:environments,alias:env"`
 
-	ID                    int64             `bun:",pk,autoincrement" json:"id"`
-	Key                   string            `json:"key"`
-	Pool                  string            `json:"pool"`
-	Kind                  string            `json:"kind"`
-	Account               string            `json:"account,omitempty"`
-	Region                string            `json:"region,omitempty"`
-	AdminRole             string            `json:"admin_role,omitempty"`
-	Database              string            `json:"database,omitempty"`
-	SlotName              string            `bun:"name" json:"name,omitempty"`
-	Capabilities          map[string]string `bun:",type:jsonb" json:"capabilities"`
-	Status                string            `json:"status"`
-	DeregisterRequestedAt *time.Time        `json:"deregister_requested_at,omitempty"`
-	DeregisteredAt        *time.Time        `json:"deregistered_at,omitempty"`
-	LastReleasedAt        *time.Time        `json:"last_released_at,omitempty"`
-	CleanupID             *uuid.UUID        `bun:"type:uuid" json:"-"`
-	CleanupOutput         string            `json:"cleanup_output,omitempty"`
-	CleanupStartedAt      *time.Time        `json:"cleanup_started_at,omitempty"`
-	CleanupFinishedAt     *time.Time        `json:"cleanup_finished_at,omitempty"`
-	CreatedAt             time.Time         `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
-	UpdatedAt             time.Time         `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
+	ID                    int64 `bun:",pk,autoincrement"`
+	Key                   string
+	Pool                  string
+	Kind                  string
+	Account               string
+	Region                string
+	AdminRole             string
+	Database              string
+	SlotName              string            `bun:"name"`
+	Capabilities          map[string]string `bun:",type:jsonb"`
+	Status                string
+	DeregisterRequestedAt *time.Time
+	DeregisteredAt        *time.Time
+	LastReleasedAt        *time.Time
+	CleanupID             *uuid.UUID `bun:"type:uuid"`
+	CleanupOutput         string
+	CleanupStartedAt      *time.Time
+	CleanupFinishedAt     *time.Time
+	CreatedAt             time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	UpdatedAt             time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // Deregistering reports whether the environment waits to leave.
@@ -196,7 +196,6 @@ func EnvironmentByID(ctx context.Context, db bun.IDB, id int64) (*Environment, e
 // EnvironmentFilter selects environments; zero fields do not filter.
 type EnvironmentFilter struct {
 	Pool             string
-	Status           string
 	WithDeregistered bool
 }
 
@@ -206,9 +205,6 @@ func ListEnvironments(ctx context.Context, db bun.IDB, f EnvironmentFilter) ([]E
 	q := db.NewSelect().Model(&envs).OrderExpr("pool, key")
 	if f.Pool != "" {
 		q = q.Where("pool = ?", f.Pool)
-	}
-	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
 	}
 	if !f.WithDeregistered {
 		q = q.Where("status <> 'deregistered'")
@@ -286,12 +282,12 @@ func LockEnvironment(ctx context.Context, tx bun.IDB, id int64) (*Environment, e
 
 // PoolCapacity counts a pool's environments by state.
 type PoolCapacity struct {
-	Pool          string `bun:"pool" json:"pool"`
-	Available     int    `bun:"available" json:"available"`
-	InUse         int    `bun:"in_use" json:"in_use"`
-	Cleaning      int    `bun:"cleaning" json:"cleaning"`
-	Dirty         int    `bun:"dirty" json:"dirty"`
-	Deregistering int    `bun:"deregistering" json:"deregistering"`
+	Pool          string `bun:"pool"`
+	Available     int    `bun:"available"`
+	InUse         int    `bun:"in_use"`
+	Cleaning      int    `bun:"cleaning"`
+	Dirty         int    `bun:"dirty"`
+	Deregistering int    `bun:"deregistering"`
 }
 
 // Total is every registered environment of the pool.
@@ -320,10 +316,10 @@ func Capacity(ctx context.Context, db bun.IDB) ([]PoolCapacity, error) {
 type Client struct {
 	bun.BaseModel `bun:"table:clients"`
 
-	Name        string   `bun:",pk" json:"name"`
-	Users       []string `bun:",array" json:"users"`
-	AWSAccounts []string `bun:",array" json:"aws_accounts"`
-	Rate        float64  `json:"rate"`
+	Name        string   `bun:",pk"`
+	Users       []string `bun:",array"`
+	AWSAccounts []string `bun:",array"`
+	Rate        float64
 }
 
 // ReplaceClients makes the allow list exactly clients.

@@ -52,15 +52,6 @@ func ListAllocationHistory(ctx context.Context, db bun.IDB, f AllocationFilter, 
 	return out, nil
 }
 
-// ActiveAllocations are the allocations holding environments now.
-func ActiveAllocations(ctx context.Context, db bun.IDB) ([]Allocation, error) {
-	var out []Allocation
-	if err := db.NewSelect().Model(&out).Where("a.ended_at IS NULL").OrderExpr("a.started_at").Scan(ctx); err != nil {
-		return nil, fmt.Errorf("listing active allocations: %w", err)
-	}
-	return out, nil
-}
-
 // RecentRequesters are the requesters of the kept history, most recently
 // seen first, at most limit of them (for suggesting filter values).
 func RecentRequesters(ctx context.Context, db bun.IDB, limit int) ([]string, error) {

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/apperr"
-	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -29,50 +27,6 @@ func leaseActor(c echo.Context) string {
 		return "client:" + client.Name + ":" + p.User.Email
 	}
 	return "client:" + client.Name
-}
-
-// allocateRequest is seed 001's allocation request.
-type allocateRequest struct {
-	Pool         string               `json:"pool"`
-	Requester    string               `json:"requester"`
-	Requirements []requirementRequest `json:"requirements"`
-}
-
-type requirementRequest struct {
-	Capabilities map[string]string `json:"capabilities"`
-}
-
-// leaseJSON is one allocated environment as the API returns it.
-type leaseJSON struct {
-	ID           uuid.UUID          `json:"id"`
-	RequestID    uuid.UUID          `json:"request_id"`
-	Pool         string             `json:"pool"`
-	Environment  string             `json:"environment"`
-	Account      string             `json:"account,omitempty"`
-	Region       string             `json:"region,omitempty"`
-	Database     string             `json:"database,omitempty"`
-	Capabilities map[string]string  `json:"capabilities"`
-	Credentials  *pools.Credentials `json:"credentials,omitempty"`
-	StartedAt    time.Time          `json:"started_at"`
-	ExpiresAt    time.Time          `json:"expires_at"`
-	EndedAt      *time.Time         `json:"ended_at,omitempty"`
-	EndedBy      *string            `json:"ended_by,omitempty"`
-	Outcome      string             `json:"outcome,omitempty"`
-	Requester    string             `json:"requester"`
-	Client       string             `json:"client"`
-}
-
-func leaseOf(a *models.Allocation, env *models.Environment, creds *pools.Credentials) leaseJSON {
-	out := leaseJSON{ID: a.ID, RequestID: a.RequestID, Pool: a.Pool, Capabilities: a.Capabilities, Credentials: creds,
-		StartedAt: a.StartedAt, ExpiresAt: a.ExpiresAt, EndedAt: a.EndedAt, EndedBy: a.EndedBy, Outcome: a.Outcome,
-		Requester: a.Requester, Client: a.Client}
-	if env != nil {
-		out.Environment, out.Account, out.Region, out.Database = env.Key, env.Account, env.Region, env.Database
-	}
-	if out.Capabilities == nil {
-		out.Capabilities = map[string]string{}
-	}
-	return out
 }
 
 func (s *environmentsHandlers) allocate(c echo.Context) error {
@@ -93,16 +47,8 @@ func (s *environmentsHandlers) allocate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		RequestID   uuid.UUID   `json:"request_id"`
-		Allocations []leaseJSON `json:"allocations"`
-	}{RequestID: leases[0].Allocation.RequestID}
-	for _, l := range leases {
-		creds := l.Credentials
-		out.Allocations = append(out.Allocations, leaseOf(l.Allocation, l.Environment, &creds))
-	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, allocationJSONOf(leases))
 }
 
 // responseStatus is the status err will be answered with.
@@ -119,10 +65,6 @@ func allocationID(c echo.Context) (uuid.UUID, error) {
 		return uuid.Nil, apperr.Field("id", "must be an allocation id (a UUID)")
 	}
 	return id, nil
-}
-
-type releaseRequest struct {
-	Outcome string `json:"outcome"`
 }
 
 func (s *environmentsHandlers) releaseAllocation(c echo.Context) error {
@@ -143,11 +85,7 @@ func (s *environmentsHandlers) releaseAllocation(c echo.Context) error {
 	if ended {
 		s.metrics.outcome(a)
 	}
-	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, nil))
-}
-
-type extendRequest struct {
-	Duration string `json:"duration"` // added to the current expiry, e.g. "1h"
+	return c.JSON(http.StatusOK, leaseJSONOf(a, a.Environment, nil))
 }
 
 func (s *environmentsHandlers) extendAllocation(c echo.Context) error {
@@ -163,18 +101,11 @@ func (s *environmentsHandlers) extendAllocation(c echo.Context) error {
 	if err != nil || d <= 0 {
 		return apperr.Field("duration", "must be a positive duration such as 30m or 2h")
 	}
-	current, err := models.AllocationByID(c.Request().Context(), s.DB.Bun, id)
-	if errors.Is(err, models.ErrNotFound) || (err == nil && current.Client != leaseClientOf(c).Name) {
-		return apperr.New(apperr.NotFound, "No allocation %s.", id)
-	}
+	a, creds, err := s.Pools.Extend(c.Request().Context(), id, d, leaseClientOf(c).Name, leaseActor(c))
 	if err != nil {
 		return err
 	}
-	a, creds, err := s.Pools.Extend(c.Request().Context(), id, current.ExpiresAt.Add(d), leaseClientOf(c).Name, leaseActor(c))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, creds))
+	return c.JSON(http.StatusOK, leaseJSONOf(a, a.Environment, creds))
 }
 
 func (s *environmentsHandlers) getAllocation(c echo.Context) error {
@@ -183,13 +114,10 @@ func (s *environmentsHandlers) getAllocation(c echo.Context) error {
 		return err
 	}
 	a, err := models.AllocationByID(c.Request().Context(), s.DB.Bun, id)
-	if errors.Is(err, models.ErrNotFound) {
-		return apperr.New(apperr.NotFound, "No allocation %s.", id)
-	}
 	if err != nil {
-		return err
+		return notFoundAs(err, "No allocation %s.", id)
 	}
-	return c.JSON(http.StatusOK, leaseOf(a, a.Environment, nil))
+	return c.JSON(http.StatusOK, leaseJSONOf(a, a.Environment, nil))
 }
 
 // allocationFilter reads the history filters shared by the API and pages.
@@ -232,20 +160,14 @@ func (s *environmentsHandlers) listAllocations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Allocations []leaseJSON `json:"allocations"`
-		Next        string      `json:"next,omitempty"` // URL of the next (older) page
-	}{Allocations: []leaseJSON{}}
-	for i := range allocs {
-		out.Allocations = append(out.Allocations, leaseOf(&allocs[i], allocs[i].Environment, nil))
-	}
+	next := ""
 	if len(allocs) == f.Limit {
 		last := allocs[len(allocs)-1]
 		q := c.QueryParams()
 		q.Set("cursor", last.StartedAt.UTC().Format(time.RFC3339Nano)+"/"+last.ID.String())
-		out.Next = c.Request().URL.Path + "?" + q.Encode()
+		next = c.Request().URL.Path + "?" + q.Encode()
 	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, allocationHistoryJSONOf(allocs, next))
 }
 
 // parseAllocationCursor reads the "started_at/id" cursor of the history API.
@@ -264,7 +186,7 @@ func parseAllocationCursor(v string) (*models.AllocationCursor, error) {
 
 func (s *environmentsHandlers) listPools(c echo.Context) error {
 	ctx := c.Request().Context()
-	caps, err := models.Capacity(ctx, s.DB.Bun)
+	capacities, err := models.Capacity(ctx, s.DB.Bun)
 	if err != nil {
 		return err
 	}
@@ -272,19 +194,5 @@ func (s *environmentsHandlers) listPools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	type poolJSON struct {
-		models.Pool
-		Capacity models.PoolCapacity `json:"capacity"`
-	}
-	out := []poolJSON{}
-	for _, p := range list {
-		pj := poolJSON{Pool: p}
-		for _, cp := range caps {
-			if cp.Pool == p.Name {
-				pj.Capacity = cp
-			}
-		}
-		out = append(out, pj)
-	}
-	return c.JSON(http.StatusOK, map[string]any{"pools": out})
+	return c.JSON(http.StatusOK, poolsJSONOf(list, capacities))
 }

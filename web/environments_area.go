@@ -18,7 +18,8 @@ type environmentsHandlers struct {
 // EnvironmentsArea is the environment pools area (seed 001) on the web: the
 // pools' pages with the dirty queue and allocation history, and the lease
 // API at the seed's routes and under /api/v1. Handlers are in
-// environments.go (API) and environments_pages.go (pages).
+// environments.go (API, its JSON in environments_api.go) and
+// environments_pages.go (pages).
 func EnvironmentsArea(svc *pools.Service) Area {
 	return Area{
 		Name: "environments", Title: "Environments", Path: "/environments",

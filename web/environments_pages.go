@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -27,47 +26,35 @@ import (
 // hold". The JSON API of the same area is in environments.go.
 
 const (
-	envPageSize     = 50 // environments per pool table
-	historyPageSize = 50 // allocations per history page
-	envHistorySize  = 20 // allocations on an environment's page
-	envLogSize      = 20 // log entries on an environment's page
-	maxOutputShown  = 64 << 10
-	dirtyTailLines  = 4
+	environmentsPageSize      = 50 // environments per pool table
+	allocationHistoryPageSize = 50 // allocations per history page
+	environmentHistorySize    = 20 // allocations on an environment's page
+	environmentLogSize        = 20 // log entries on an environment's page
+	maxCleanupOutputShown     = 64 << 10
+	dirtyTailLines            = 4
 )
 
-// Environment states as the pages count them: a dirty environment needs a
-// human whatever else is true of it; any other waiting to leave is
-// deregistering.
-const (
-	stateDeregistering = "deregistering"
-)
-
-var envStates = []struct{ State, Label string }{
+// environmentStates are the states the pools' capacity bars count, in
+// their order (see models.EnvDeregistering).
+var environmentStates = []struct{ State, Label string }{
 	{models.EnvAvailable, "available"},
 	{models.EnvInUse, "in use"},
 	{models.EnvCleaning, "cleaning"},
 	{models.EnvDirty, "dirty"},
-	{stateDeregistering, "deregistering"},
+	{models.EnvDeregistering, "deregistering"},
 }
 
-func envState(e *models.Environment) string {
-	if e.Status == models.EnvDirty {
-		return models.EnvDirty
-	}
-	if e.Deregistering() {
-		return stateDeregistering
-	}
-	return e.Status
-}
+// dirtyReasonEvents are the log events that say why an environment is dirty.
+var dirtyReasonEvents = []string{pools.EventCleanupFailed, pools.EventCleanupTimedOut}
 
-func statusLabel(status string) string {
+func environmentStatusLabel(status string) string {
 	if status == models.EnvInUse {
 		return "in use"
 	}
 	return status
 }
 
-func statusTone(status string) string {
+func environmentStatusTone(status string) string {
 	switch status {
 	case models.EnvAvailable:
 		return "ok"
@@ -81,8 +68,8 @@ func statusTone(status string) string {
 	return ""
 }
 
-// historyWindows are the time windows the history filters offer.
-var historyWindows = []struct {
+// allocationHistoryWindows are the time windows the history filters offer.
+var allocationHistoryWindows = []struct {
 	Value string
 	Label string
 	Span  time.Duration
@@ -94,12 +81,12 @@ var historyWindows = []struct {
 	{"180d", "in the last 6 months", 180 * 24 * time.Hour},
 }
 
-// sinceWindow reads a history window: one of historyWindows, or a time.
-func sinceWindow(v string, now time.Time) (time.Time, error) {
+// allocationHistorySince reads a history window: one of allocationHistoryWindows, or a time.
+func allocationHistorySince(v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	for _, w := range historyWindows {
+	for _, w := range allocationHistoryWindows {
 		if w.Value == v {
 			return now.Add(-w.Span), nil
 		}
@@ -111,10 +98,10 @@ func sinceWindow(v string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-func windowOptions(selected string) []envview.Option {
+func allocationWindowOptions(selected string) []envview.Option {
 	opts := []envview.Option{{Value: "", Label: "any time (all kept history)", Selected: selected == ""}}
 	known := selected == ""
-	for _, w := range historyWindows {
+	for _, w := range allocationHistoryWindows {
 		opts = append(opts, envview.Option{Value: w.Value, Label: w.Label, Selected: w.Value == selected})
 		known = known || w.Value == selected
 	}
@@ -124,8 +111,8 @@ func windowOptions(selected string) []envview.Option {
 	return opts
 }
 
-func windowLabel(v string) string {
-	for _, w := range historyWindows {
+func allocationWindowLabel(v string) string {
+	for _, w := range allocationHistoryWindows {
 		if w.Value == v {
 			return w.Label
 		}
@@ -136,12 +123,12 @@ func windowLabel(v string) string {
 	return "since " + v
 }
 
-// historyCursor is where the next page of history starts, as a URL value.
-func historyCursor(a *models.Allocation) string {
+// allocationPageCursor is where the next page of history starts, as a URL value.
+func allocationPageCursor(a *models.Allocation) string {
 	return a.StartedAt.UTC().Format(time.RFC3339Nano) + "_" + a.ID.String()
 }
 
-func parseHistoryCursor(v string) (*models.AllocationCursor, error) {
+func parseAllocationPageCursor(v string) (*models.AllocationCursor, error) {
 	if v == "" {
 		return nil, nil
 	}
@@ -155,146 +142,108 @@ func parseHistoryCursor(v string) (*models.AllocationCursor, error) {
 }
 
 // environmentsPage is /environments: per pool its capacity, utilisation and
-// environments, and the dirty queue across pools.
+// a page of its environments, and the dirty queue across pools.
 func (s *environmentsHandlers) environmentsPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
 	filter := envview.IndexFilter{Pool: q.Get("pool"), Status: q.Get("status"), Query: strings.TrimSpace(q.Get("q"))}
-	bad := apperr.Fields{}
-	statuses := []envview.Option{{Value: "", Label: "registered", Selected: filter.Status == ""}}
-	knownStatus := filter.Status == ""
-	for _, st := range append(envStates, struct{ State, Label string }{models.EnvDeregistered, "deregistered"}) {
-		statuses = append(statuses, envview.Option{Value: st.State, Label: st.Label, Selected: st.State == filter.Status})
-		knownStatus = knownStatus || st.State == filter.Status
-	}
-	if !knownStatus {
-		bad.Add("status", "must be available, in_use, cleaning, dirty, deregistering or deregistered")
-	}
-	page := 1
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			bad.Add("page", "must be a page number from 1")
-		}
-		page = n
-	}
-	if err := bad.Err(); err != nil {
-		return err
-	}
-
-	poolList, err := models.ListPools(ctx, s.DB.Bun)
+	page, err := environmentsPageNumber(filter, q.Get("page"))
 	if err != nil {
 		return err
 	}
-	if filter.Pool != "" && !slices.ContainsFunc(poolList, func(p models.Pool) bool { return p.Name == filter.Pool }) {
+	list := models.EnvironmentListFilter{Pool: filter.Pool, State: filter.Status, Query: filter.Query, Limit: environmentsPageSize}
+	if filter.Pool != "" {
+		list.Offset = (page - 1) * environmentsPageSize // one pool pages; all pools show their first page
+	}
+	now := time.Now()
+	idx, err := models.EnvironmentsIndexPage(ctx, s.DB.Bun, models.EnvironmentsIndexQuery{List: list,
+		UtilizationSince: now.Truncate(time.Hour).Add(-23 * time.Hour), DirtyReasons: dirtyReasonEvents})
+	if err != nil {
+		return err
+	}
+	if filter.Pool != "" && !slices.ContainsFunc(idx.Pools, func(p models.Pool) bool { return p.Name == filter.Pool }) {
 		return apperr.Field("pool", fmt.Sprintf("no pool named %q is registered", filter.Pool))
 	}
-	envs, err := models.ListEnvironments(ctx, s.DB.Bun, models.EnvironmentFilter{WithDeregistered: true})
-	if err != nil {
-		return err
-	}
-	active, err := models.ActiveAllocations(ctx, s.DB.Bun)
-	if err != nil {
-		return err
-	}
-	holding := make(map[int64]*models.Allocation, len(active))
-	for i := range active {
-		holding[active[i].EnvironmentID] = &active[i]
-	}
+	return s.render(c, http.StatusOK, envview.Index(environmentsIndexView(idx, filter, page, q, now)))
+}
 
-	now := time.Now()
-	v := envview.IndexView{Filter: filter, Statuses: statuses, Filtered: filter != (envview.IndexFilter{}), Example: envview.ExampleConfig}
-	for _, p := range poolList {
+// environmentsIndexView lays the index out: the dirty queue, and per pool
+// shown its capacity, utilisation and page of environments with links to
+// the other pages.
+func environmentsIndexView(idx *models.EnvironmentsIndex, filter envview.IndexFilter, page int, q url.Values, now time.Time) envview.IndexView {
+	v := envview.IndexView{Filter: filter, Statuses: environmentStatusOptions(filter.Status),
+		Filtered: filter != (envview.IndexFilter{}), Example: envview.ExampleConfig}
+	for _, p := range idx.Pools {
 		v.PoolOptions = append(v.PoolOptions, envview.Option{Value: p.Name, Label: p.Name, Selected: p.Name == filter.Pool})
 	}
-	for i := range envs {
-		if envs[i].Status == models.EnvDirty {
-			row, err := s.dirtyRow(ctx, &envs[i])
-			if err != nil {
-				return err
-			}
-			v.Dirty = append(v.Dirty, row)
-		}
+	for i := range idx.Dirty {
+		v.Dirty = append(v.Dirty, dirtyEnvironmentRow(&idx.Dirty[i]))
 	}
-	for _, p := range poolList {
+	offset := 0
+	if filter.Pool != "" {
+		offset = (page - 1) * environmentsPageSize
+	}
+	for i := range idx.Pools {
+		p := &idx.Pools[i]
 		if filter.Pool != "" && p.Name != filter.Pool {
 			continue
 		}
-		var mine []models.Environment
-		for _, e := range envs {
-			if e.Pool == p.Name {
-				mine = append(mine, e)
-			}
+		section := environmentPoolView(p, idx.States[p.Name], idx.Utilization[p.Name], filter, now)
+		rows := idx.Environments[p.Name]
+		for j := range rows {
+			section.Environments = append(section.Environments, environmentRowView(&rows[j], now))
 		}
-		since := now.Truncate(time.Hour).Add(-23 * time.Hour)
-		points, err := models.Utilization(ctx, s.DB.Bun, p.Name, since, time.Hour)
-		if err != nil {
-			return fmt.Errorf("measuring utilisation of %s: %w", p.Name, err)
+		if len(rows) > 0 {
+			section.Matching = rows[0].Matching
 		}
-		section := poolSection(&p, mine, points, filter, now)
-		var rows []envview.EnvRow
-		for i := range mine {
-			if envMatches(&mine[i], filter) {
-				rows = append(rows, envRow(&mine[i], holding[mine[i].ID], now))
-			}
-		}
-		section.Matching = len(rows)
-		if filter.Pool == "" {
-			if len(rows) > envPageSize {
-				section.MoreURL = section.URL
-				rows = rows[:envPageSize]
-			}
-		} else {
-			first := min((page-1)*envPageSize, len(rows))
-			last := min(first+envPageSize, len(rows))
+		more := section.Matching > offset+len(rows)
+		switch {
+		case filter.Pool == "" && more:
+			section.MoreURL = section.URL
+		case filter.Pool != "":
 			if page > 1 {
-				section.NewerURL = "/environments?" + withParam(q, "page", pageParam(page-1))
+				prev := ""
+				if page > 2 {
+					prev = strconv.Itoa(page - 1)
+				}
+				section.NewerURL = "/environments?" + withParam(q, "page", prev)
 			}
-			if last < len(rows) {
+			if more {
 				section.OlderURL = "/environments?" + withParam(q, "page", strconv.Itoa(page+1))
 			}
-			rows = rows[first:last]
 		}
-		section.Environments = rows
 		v.Pools = append(v.Pools, section)
 	}
-	return s.render(c, http.StatusOK, envview.Index(v))
+	return v
 }
 
-func pageParam(n int) string {
-	if n <= 1 {
-		return ""
+// environmentsPageNumber checks the index filters and reads its page number.
+func environmentsPageNumber(f envview.IndexFilter, page string) (int, error) {
+	bad := apperr.Fields{}
+	if f.Status != "" && f.Status != models.EnvDeregistered &&
+		!slices.ContainsFunc(environmentStates, func(st struct{ State, Label string }) bool { return st.State == f.Status }) {
+		bad.Add("status", "must be available, in_use, cleaning, dirty, deregistering or deregistered")
 	}
-	return strconv.Itoa(n)
-}
-
-// envMatches applies the index filters other than the pool.
-func envMatches(e *models.Environment, f envview.IndexFilter) bool {
-	switch {
-	case f.Status == "" && e.Status == models.EnvDeregistered:
-		return false
-	case f.Status == models.EnvDeregistered && e.Status != models.EnvDeregistered:
-		return false
-	case f.Status != "" && f.Status != models.EnvDeregistered && envState(e) != f.Status:
-		return false
-	}
-	if f.Query == "" {
-		return true
-	}
-	needle := strings.ToLower(f.Query)
-	hay := []string{e.Name(), e.Key}
-	for k, val := range e.Capabilities {
-		hay = append(hay, k+"="+val)
-	}
-	for _, h := range hay {
-		if strings.Contains(strings.ToLower(h), needle) {
-			return true
+	n := 1
+	if page != "" {
+		var err error
+		if n, err = strconv.Atoi(page); err != nil || n < 1 {
+			bad.Add("page", "must be a page number from 1")
 		}
 	}
-	return false
+	return n, bad.Err()
 }
 
-func poolSection(p *models.Pool, envs []models.Environment, points []models.UtilizationPoint, f envview.IndexFilter, now time.Time) envview.Pool {
+// environmentStatusOptions are the index's status filter choices.
+func environmentStatusOptions(selected string) []envview.Option {
+	opts := []envview.Option{{Value: "", Label: "registered", Selected: selected == ""}}
+	for _, st := range append(environmentStates, struct{ State, Label string }{models.EnvDeregistered, "deregistered"}) {
+		opts = append(opts, envview.Option{Value: st.State, Label: st.Label, Selected: st.State == selected})
+	}
+	return opts
+}
+
+func environmentPoolView(p *models.Pool, counts map[string]int, points []models.UtilizationPoint, f envview.IndexFilter, now time.Time) envview.Pool {
 	clients := "any client on the allow list may lease"
 	if len(p.Clients) > 0 {
 		clients = "leased by " + strings.Join(p.Clients, ", ")
@@ -306,7 +255,7 @@ func poolSection(p *models.Pool, envs []models.Environment, points []models.Util
 	if f.Query != "" {
 		poolQuery.Set("q", f.Query)
 	}
-	capacity := capacityOf(envs)
+	capacity := environmentCapacityView(counts)
 	return envview.Pool{
 		Name: p.Name, Kind: p.Kind, Clients: clients,
 		Settings: fmt.Sprintf("session %s, at most %s · cleanup timeout %s",
@@ -314,25 +263,20 @@ func poolSection(p *models.Pool, envs []models.Environment, points []models.Util
 		URL:         "/environments?" + poolQuery.Encode(),
 		HistoryURL:  "/environments/allocations?" + url.Values{"pool": {p.Name}}.Encode(),
 		Capacity:    capacity,
-		Utilization: sparkline(points, capacity.Total, now),
+		Utilization: poolUtilizationSparkline(points, capacity.Total, now),
 	}
 }
 
-// capacityOf counts a pool's registered environments by state and lays the
-// counts out as a bar 1000 units wide.
-func capacityOf(envs []models.Environment) envview.Capacity {
-	counts := map[string]int{}
+// environmentCapacityView lays a pool's counts of registered environments
+// by state out as a bar 1000 units wide.
+func environmentCapacityView(counts map[string]int) envview.Capacity {
 	var c envview.Capacity
-	for i := range envs {
-		if envs[i].Status == models.EnvDeregistered {
-			continue
-		}
-		counts[envState(&envs[i])]++
-		c.Total++
+	for _, st := range environmentStates {
+		c.Total += counts[st.State]
 	}
 	done := 0
 	var parts []string
-	for _, st := range envStates {
+	for _, st := range environmentStates {
 		seg := envview.Segment{State: st.State, Label: st.Label, Count: counts[st.State]}
 		if c.Total > 0 && seg.Count > 0 {
 			x := done * 1000 / c.Total
@@ -354,10 +298,10 @@ func capacityOf(envs []models.Environment) envview.Capacity {
 	return c
 }
 
-// sparkline draws hourly utilisation as SVG points, scaled to the pool's
-// size (or the busiest hour, when more allocations than environments came
-// and went within one hour).
-func sparkline(points []models.UtilizationPoint, total int, now time.Time) envview.Sparkline {
+// poolUtilizationSparkline draws hourly utilisation as SVG points, scaled
+// to the pool's size (or the busiest hour, when more allocations than
+// environments came and went within one hour).
+func poolUtilizationSparkline(points []models.UtilizationPoint, total int, now time.Time) envview.Sparkline {
 	const w, h, pad = 240, 48, 4
 	sp := envview.Sparkline{Width: w, Height: h, Until: "now"}
 	peak := 0
@@ -394,22 +338,22 @@ func sparkline(points []models.UtilizationPoint, total int, now time.Time) envvi
 	return sp
 }
 
-func envRow(e *models.Environment, a *models.Allocation, now time.Time) envview.EnvRow {
+func environmentRowView(e *models.EnvironmentListing, now time.Time) envview.EnvRow {
 	row := envview.EnvRow{
-		ID: e.ID, URL: environmentURL(e.ID), Name: e.Name(), Key: e.Key, Capabilities: capabilities(e.Capabilities),
-		Status: statusLabel(e.Status), Tone: statusTone(e.Status), Deregistering: e.Deregistering(),
+		ID: e.ID, URL: environmentURL(e.ID), Name: e.Name(), Key: e.Key, Capabilities: environmentCapabilities(e.Capabilities),
+		Status: environmentStatusLabel(e.Status), Tone: environmentStatusTone(e.Status), Deregistering: e.Deregistering(),
 	}
 	if e.LastReleasedAt != nil {
 		row.LastReleased = clock(*e.LastReleasedAt)
 	}
-	if a != nil {
-		row.Requester, row.RequesterURL = a.Requester, requesterURL(a.Requester)
-		row.Expires, row.ExpiresISO, row.ExpiresIn = clock(a.ExpiresAt), a.ExpiresAt.UTC().Format(time.RFC3339), untilText(a.ExpiresAt, now)
+	if e.HeldUntil != nil {
+		row.Requester, row.RequesterURL = e.HeldBy, allocationRequesterURL(e.HeldBy)
+		row.Expires, row.ExpiresISO, row.ExpiresIn = clock(*e.HeldUntil), iso(*e.HeldUntil), untilText(*e.HeldUntil, now)
 	}
 	return row
 }
 
-func capabilities(m map[string]string) []envview.Capability {
+func environmentCapabilities(m map[string]string) []envview.Capability {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -422,8 +366,9 @@ func capabilities(m map[string]string) []envview.Capability {
 	return out
 }
 
-// dirtyRow describes a dirty environment with why it is dirty, from its log.
-func (s *environmentsHandlers) dirtyRow(ctx context.Context, e *models.Environment) (envview.DirtyRow, error) {
+// dirtyEnvironmentRow describes a dirty environment with why it is dirty,
+// from its log.
+func dirtyEnvironmentRow(e *models.DirtyEnvironment) envview.DirtyRow {
 	row := envview.DirtyRow{ID: e.ID, URL: environmentURL(e.ID), Name: e.Name(), Pool: e.Pool,
 		OutputTail: lastLines(e.CleanupOutput, dirtyTailLines),
 		RetryURL:   environmentURL(e.ID) + "/retry-cleanup", MarkCleanURL: environmentURL(e.ID) + "/mark-clean"}
@@ -431,25 +376,16 @@ func (s *environmentsHandlers) dirtyRow(ctx context.Context, e *models.Environme
 	if e.CleanupFinishedAt != nil {
 		since = *e.CleanupFinishedAt
 	}
-	row.Since, row.SinceISO = clock(since), since.UTC().Format(time.RFC3339)
-	entries, err := models.ListLog(ctx, s.DB.Bun, models.LogFilter{Target: pools.Target(e), Limit: 20})
-	if err != nil {
-		return row, err
+	row.Since, row.SinceISO = clock(since), iso(since)
+	switch {
+	case e.ReasonEvent == pools.EventCleanupTimedOut:
+		row.Reason = "cleanup did not finish within the pool's cleanup timeout"
+	case e.ReasonEvent == pools.EventCleanupFailed && e.ReasonError != "":
+		row.Reason = "cleanup failed: " + e.ReasonError
+	default:
+		row.Reason = "cleanup failed"
 	}
-	row.Reason = "cleanup failed"
-	for _, entry := range entries {
-		if entry.Event == pools.EventCleanupTimedOut {
-			row.Reason = "cleanup did not finish within the pool's cleanup timeout"
-			break
-		}
-		if entry.Event == pools.EventCleanupFailed {
-			if msg, ok := entry.Detail["error"].(string); ok && msg != "" {
-				row.Reason = "cleanup failed: " + msg
-			}
-			break
-		}
-	}
-	return row, nil
+	return row
 }
 
 // environmentPage is one environment: what it is, who holds it, its cleanup
@@ -462,11 +398,11 @@ func (s *environmentsHandlers) environmentPage(c echo.Context) error {
 	}
 	now := time.Now()
 	sinceText := c.QueryParam("since")
-	since, err := sinceWindow(sinceText, now)
+	since, err := allocationHistorySince(sinceText, now)
 	if err != nil {
 		return apperr.Field("since", err.Error())
 	}
-	cursor, err := parseHistoryCursor(c.QueryParam("before"))
+	cursor, err := parseAllocationPageCursor(c.QueryParam("before"))
 	if err != nil {
 		return err
 	}
@@ -476,11 +412,11 @@ func (s *environmentsHandlers) environmentPage(c echo.Context) error {
 	} else if !errors.Is(err, models.ErrNotFound) {
 		return err
 	}
-	history, err := models.ListAllocationHistory(ctx, s.DB.Bun, models.AllocationFilter{EnvironmentID: env.ID, Since: since, Limit: envHistorySize + 1}, cursor)
+	history, err := models.ListAllocationHistory(ctx, s.DB.Bun, models.AllocationFilter{EnvironmentID: env.ID, Since: since, Limit: environmentHistorySize + 1}, cursor)
 	if err != nil {
 		return err
 	}
-	entries, err := models.ListLog(ctx, s.DB.Bun, models.LogFilter{Target: pools.Target(env), Limit: envLogSize})
+	entries, err := models.ListLog(ctx, s.DB.Bun, models.LogFilter{Target: pools.Target(env), Limit: environmentLogSize})
 	if err != nil {
 		return err
 	}
@@ -489,28 +425,28 @@ func (s *environmentsHandlers) environmentPage(c echo.Context) error {
 	v := envview.EnvironmentView{
 		ID: env.ID, Name: env.Name(), Key: env.Key, Pool: env.Pool,
 		PoolURL: "/environments?" + url.Values{"pool": {env.Pool}}.Encode(),
-		Status:  statusLabel(env.Status), Tone: statusTone(env.Status),
-		Fields: environmentFields(env), Capabilities: capabilities(env.Capabilities),
+		Status:  environmentStatusLabel(env.Status), Tone: environmentStatusTone(env.Status),
+		Fields: environmentFields(env), Capabilities: environmentCapabilities(env.Capabilities),
 		Deregistering: env.Deregistering(), Dirty: env.Status == models.EnvDirty,
 		RetryURL: self + "/retry-cleanup", MarkCleanURL: self + "/mark-clean",
-		Cleanup:    cleanupOf(env, now),
-		Windows:    windowOptions(sinceText),
+		Cleanup:    environmentCleanupView(env, now),
+		Windows:    allocationWindowOptions(sinceText),
 		HistoryURL: "/environments/allocations?" + url.Values{"environment": {strconv.FormatInt(env.ID, 10)}}.Encode(),
 		Log:        logRows(entries),
 		LogURL:     "/log?" + url.Values{"target": {pools.Target(env)}}.Encode(),
 	}
 	if lease != nil {
-		v.Lease = &envview.Lease{ID: lease.ID.String(), Requester: lease.Requester, RequesterURL: requesterURL(lease.Requester),
+		v.Lease = &envview.Lease{ID: lease.ID.String(), Requester: lease.Requester, RequesterURL: allocationRequesterURL(lease.Requester),
 			Client: lease.Client, Started: clock(lease.StartedAt), Expires: clock(lease.ExpiresAt), ExpiresIn: untilText(lease.ExpiresAt, now)}
 	}
-	if len(history) > envHistorySize {
-		history = history[:envHistorySize]
-		v.OlderURL = self + "?" + withParam(c.QueryParams(), "before", historyCursor(&history[len(history)-1]))
+	if len(history) > environmentHistorySize {
+		history = history[:environmentHistorySize]
+		v.OlderURL = self + "?" + withParam(c.QueryParams(), "before", allocationPageCursor(&history[len(history)-1]))
 	}
 	if cursor != nil {
 		v.NewerURL = self + "?" + withParam(c.QueryParams(), "before", "")
 	}
-	v.History = allocRows(history, now)
+	v.History = allocationRows(history, now)
 	return s.render(c, http.StatusOK, envview.Environment(v))
 }
 
@@ -544,10 +480,10 @@ func environmentFields(env *models.Environment) []envview.Field {
 	return out
 }
 
-func cleanupOf(env *models.Environment, now time.Time) envview.Cleanup {
+func environmentCleanupView(env *models.Environment, now time.Time) envview.Cleanup {
 	c := envview.Cleanup{Output: env.CleanupOutput, Running: env.Status == models.EnvCleaning}
-	if len(c.Output) > maxOutputShown {
-		cut := c.Output[len(c.Output)-maxOutputShown:]
+	if len(c.Output) > maxCleanupOutputShown {
+		cut := c.Output[len(c.Output)-maxCleanupOutputShown:]
 		if i := strings.IndexByte(cut, '\n'); i >= 0 {
 			cut = cut[i+1:]
 		}
@@ -572,7 +508,7 @@ func (s *environmentsHandlers) allocationHistoryPage(c echo.Context) error {
 	q := c.QueryParams()
 	now := time.Now()
 	form := envview.HistoryFilter{Pool: q.Get("pool"), Requester: strings.TrimSpace(q.Get("requester")), Environment: q.Get("environment"), Since: q.Get("since")}
-	f := models.AllocationFilter{Pool: form.Pool, Requester: form.Requester, Limit: historyPageSize + 1}
+	f := models.AllocationFilter{Pool: form.Pool, Requester: form.Requester, Limit: allocationHistoryPageSize + 1}
 	bad := apperr.Fields{}
 	if form.Environment != "" {
 		id, err := strconv.ParseInt(form.Environment, 10, 64)
@@ -582,10 +518,10 @@ func (s *environmentsHandlers) allocationHistoryPage(c echo.Context) error {
 		f.EnvironmentID = id
 	}
 	var err error
-	if f.Since, err = sinceWindow(form.Since, now); err != nil {
+	if f.Since, err = allocationHistorySince(form.Since, now); err != nil {
 		bad.Add("since", err.Error())
 	}
-	cursor, err := parseHistoryCursor(q.Get("before"))
+	cursor, err := parseAllocationPageCursor(q.Get("before"))
 	if err != nil {
 		return err
 	}
@@ -596,11 +532,11 @@ func (s *environmentsHandlers) allocationHistoryPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	envs, err := models.ListEnvironments(ctx, s.DB.Bun, models.EnvironmentFilter{WithDeregistered: true})
+	envs, err := models.ListEnvironmentChoices(ctx, s.DB.Bun)
 	if err != nil {
 		return err
 	}
-	poolList, err := models.ListPools(ctx, s.DB.Bun)
+	poolNames, err := models.ListHistoryPools(ctx, s.DB.Bun)
 	if err != nil {
 		return err
 	}
@@ -609,46 +545,37 @@ func (s *environmentsHandlers) allocationHistoryPage(c echo.Context) error {
 		return err
 	}
 
-	v := envview.HistoryView{Filter: form, Windows: windowOptions(form.Since), Requesters: requesters,
+	v := envview.HistoryView{Filter: form, Windows: allocationWindowOptions(form.Since), Requesters: requesters,
 		Filtered: form != (envview.HistoryFilter{}), Retention: longDuration(s.Config.Retention)}
-	poolNames := []string{}
-	for _, p := range poolList {
-		poolNames = append(poolNames, p.Name)
-	}
 	var envName string
 	for _, e := range envs {
-		if !slices.Contains(poolNames, e.Pool) {
-			poolNames = append(poolNames, e.Pool) // removed from gantry.yaml, still in the history
-		}
-		label := e.Name() + " (" + e.Pool + ")"
-		if e.Status == models.EnvDeregistered {
+		label := e.Name + " (" + e.Pool + ")"
+		if e.Deregistered {
 			label += ", deregistered"
 		}
 		id := strconv.FormatInt(e.ID, 10)
 		v.Environments = append(v.Environments, envview.Option{Value: id, Label: label, Selected: id == form.Environment})
 		if id == form.Environment {
-			envName = e.Name()
+			envName = e.Name
 		}
 	}
-	slices.Sort(poolNames)
-	poolNames = slices.Compact(poolNames)
 	for _, p := range poolNames {
 		v.Pools = append(v.Pools, envview.Option{Value: p, Label: p, Selected: p == form.Pool})
 	}
-	if len(allocs) > historyPageSize {
-		allocs = allocs[:historyPageSize]
-		v.OlderURL = "/environments/allocations?" + withParam(q, "before", historyCursor(&allocs[len(allocs)-1]))
+	if len(allocs) > allocationHistoryPageSize {
+		allocs = allocs[:allocationHistoryPageSize]
+		v.OlderURL = "/environments/allocations?" + withParam(q, "before", allocationPageCursor(&allocs[len(allocs)-1]))
 	}
 	if cursor != nil {
 		v.NewerURL = "/environments/allocations?" + withParam(q, "before", "")
 	}
-	v.Rows = allocRows(allocs, now)
-	v.Summary = historySummary(form, envName, len(v.Rows), cursor != nil || v.OlderURL != "")
+	v.Rows = allocationRows(allocs, now)
+	v.Summary = allocationHistorySummary(form, envName, len(v.Rows), cursor != nil || v.OlderURL != "")
 	return s.render(c, http.StatusOK, envview.History(v))
 }
 
-// historySummary says in words which question the rows answer.
-func historySummary(f envview.HistoryFilter, envName string, n int, paged bool) string {
+// allocationHistorySummary says in words which question the rows answer.
+func allocationHistorySummary(f envview.HistoryFilter, envName string, n int, paged bool) string {
 	var what []string
 	if f.Environment != "" {
 		if envName == "" {
@@ -663,7 +590,7 @@ func historySummary(f envview.HistoryFilter, envName string, n int, paged bool) 
 		what = append(what, "in pool "+f.Pool)
 	}
 	if f.Since != "" {
-		what = append(what, "started "+windowLabel(f.Since))
+		what = append(what, "started "+allocationWindowLabel(f.Since))
 	}
 	count := fmt.Sprintf("%d allocations", n)
 	if n == 1 {
@@ -678,12 +605,12 @@ func historySummary(f envview.HistoryFilter, envName string, n int, paged bool) 
 	return count + " " + strings.Join(what, ", ") + ", newest first."
 }
 
-func allocRows(allocs []models.Allocation, now time.Time) []envview.AllocRow {
+func allocationRows(allocs []models.Allocation, now time.Time) []envview.AllocRow {
 	rows := make([]envview.AllocRow, len(allocs))
 	for i := range allocs {
 		a := &allocs[i]
 		r := envview.AllocRow{
-			ID: a.ID.String(), Pool: a.Pool, Requester: a.Requester, RequesterURL: requesterURL(a.Requester), Client: a.Client,
+			ID: a.ID.String(), Pool: a.Pool, Requester: a.Requester, RequesterURL: allocationRequesterURL(a.Requester), Client: a.Client,
 			Started: clock(a.StartedAt), StartedISO: a.StartedAt.UTC().Format(time.RFC3339), Active: a.Active(),
 			EnvironmentURL: environmentURL(a.EnvironmentID), Environment: "environment " + strconv.FormatInt(a.EnvironmentID, 10),
 		}
@@ -699,13 +626,13 @@ func allocRows(allocs []models.Allocation, now time.Time) []envview.AllocRow {
 		if a.EndedBy != nil {
 			r.EndedBy = *a.EndedBy
 		}
-		r.Outcome, r.OutcomeTone = truncate(a.Outcome, 40), outcomeTone(a.Outcome, r.EndedBy)
+		r.Outcome, r.OutcomeTone = truncate(a.Outcome, 40), allocationOutcomeTone(a.Outcome, r.EndedBy)
 		rows[i] = r
 	}
 	return rows
 }
 
-func outcomeTone(outcome, endedBy string) string {
+func allocationOutcomeTone(outcome, endedBy string) string {
 	o := strings.ToLower(outcome)
 	switch {
 	case strings.Contains(o, "fail"), strings.Contains(o, "error"):
@@ -724,7 +651,7 @@ func (s *environmentsHandlers) retryCleanupForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	to := actionReturn(c, env)
+	to := environmentActionReturn(c, env)
 	err = s.Pools.RetryCleanup(c.Request().Context(), env.ID, principalOf(c).Actor())
 	if msg, ok := conflictMessage(err); ok {
 		return s.redirectWithFlash(c, to, false, msg)
@@ -742,15 +669,11 @@ func (s *environmentsHandlers) markCleanForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	to := actionReturn(c, env)
-	err = s.Pools.MarkClean(ctx, env.ID, principalOf(c).Actor())
+	to := environmentActionReturn(c, env)
+	after, err := s.Pools.MarkClean(ctx, env.ID, principalOf(c).Actor())
 	if msg, ok := conflictMessage(err); ok {
 		return s.redirectWithFlash(c, to, false, msg)
 	}
-	if err != nil {
-		return err
-	}
-	after, err := models.EnvironmentByID(ctx, s.DB.Bun, env.ID)
 	if err != nil {
 		return err
 	}
@@ -761,19 +684,9 @@ func (s *environmentsHandlers) markCleanForm(c echo.Context) error {
 	return s.redirectWithFlash(c, to, true, msg)
 }
 
-// conflictMessage is the message of an action that does not apply to the
-// environment's state (it is no longer dirty), to show as a flash.
-func conflictMessage(err error) (string, bool) {
-	var ae *apperr.Error
-	if errors.As(err, &ae) && ae.Code == apperr.Conflict {
-		return ae.Message, true
-	}
-	return "", false
-}
-
-// actionReturn is where an operator action goes back to: the index when it
+// environmentActionReturn is where an operator action goes back to: the index when it
 // was done from the dirty queue there, the environment's page otherwise.
-func actionReturn(c echo.Context, env *models.Environment) string {
+func environmentActionReturn(c echo.Context, env *models.Environment) string {
 	if c.FormValue("next") == "/environments" {
 		return "/environments"
 	}
@@ -794,36 +707,6 @@ func (s *environmentsHandlers) environmentParam(c echo.Context) (*models.Environ
 
 func environmentURL(id int64) string { return "/environments/" + strconv.FormatInt(id, 10) }
 
-func requesterURL(requester string) string {
+func allocationRequesterURL(requester string) string {
 	return "/environments/allocations?" + url.Values{"requester": {requester}}.Encode()
-}
-
-// longDuration writes a retention period in days, or months when long.
-func longDuration(d time.Duration) string {
-	days := int(math.Round(d.Hours() / 24))
-	switch {
-	case days >= 60:
-		return fmt.Sprintf("about %d months", int(math.Round(float64(days)/30.4)))
-	case days == 1:
-		return "1 day"
-	case days > 1:
-		return fmt.Sprintf("%d days", days)
-	}
-	return shortDuration(d)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

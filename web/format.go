@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,38 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// longDuration writes a retention period in days, or months when long.
+func longDuration(d time.Duration) string {
+	days := int(math.Round(d.Hours() / 24))
+	switch {
+	case days >= 60:
+		return fmt.Sprintf("about %d months", int(math.Round(float64(days)/30.4)))
+	case days == 1:
+		return "1 day"
+	case days > 1:
+		return fmt.Sprintf("%d days", days)
+	}
+	return shortDuration(d)
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// truncate cuts s to at most n characters, marking the cut.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // thresholds says how many votes decide, in words.

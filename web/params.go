@@ -34,6 +34,17 @@ func notFoundAs(err error, format string, args ...any) error {
 	return err
 }
 
+// conflictMessage is the message of an action that does not apply to its
+// subject's state (an environment no longer dirty, a run already over), to
+// show as a flash.
+func conflictMessage(err error) (string, bool) {
+	var ae *apperr.Error
+	if errors.As(err, &ae) && ae.Code == apperr.Conflict {
+		return ae.Message, true
+	}
+	return "", false
+}
+
 // nonNilSlice makes an empty list [] in JSON rather than null.
 func nonNilSlice[T any](s []T) []T {
 	if s == nil {

@@ -114,9 +114,9 @@ func TestAllocationTimeoutAndExtension(t *testing.T) {
 	extended := leases[0]
 
 	// Extensions add to the current expiry, as the API's duration does.
-	a, _, err := h.svc.Extend(ctx, extended.Allocation.ID, extended.Allocation.ExpiresAt.Add(30*time.Minute), "ci", "client:ci")
+	_, _, err = h.svc.Extend(ctx, extended.Allocation.ID, 30*time.Minute, "ci", "client:ci")
 	require.NoError(t, err)
-	_, _, err = h.svc.Extend(ctx, extended.Allocation.ID, a.ExpiresAt.Add(2*time.Hour), "ci", "client:ci")
+	_, _, err = h.svc.Extend(ctx, extended.Allocation.ID, 2*time.Hour, "ci", "client:ci")
 	require.Contains(t, invalidFields(t, err), "duration", "beyond the pool's max_session")
 
 	h.waitStatus(t, forgotten.Environment.Key, models.EnvAvailable)
@@ -210,9 +210,11 @@ func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
 	require.Equal(t, apperr.Locked, apperr.CodeOf(err), "a dirty environment is not handed out: %v", err)
 
 	t.Run("mark clean", func(t *testing.T) {
-		require.NoError(t, h.svc.MarkClean(ctx, hanging.ID, "user:ops@example.com"))
+		_, err := h.svc.MarkClean(ctx, hanging.ID, "user:ops@example.com")
+		require.NoError(t, err)
 		h.waitStatus(t, envOf["hanging"], models.EnvAvailable)
-		require.Error(t, h.svc.MarkClean(ctx, hanging.ID, "user:ops@example.com"), "only dirty environments")
+		_, err = h.svc.MarkClean(ctx, hanging.ID, "user:ops@example.com")
+		require.Error(t, err, "only dirty environments")
 	})
 	t.Run("retry cleanup", func(t *testing.T) {
 		require.NoError(t, h.svc.RetryCleanup(ctx, failing.ID, "user:ops@example.com"))

@@ -32,10 +32,14 @@ func (s *Service) RetryCleanup(ctx context.Context, envID int64, actor string) e
 	})
 }
 
-// MarkClean is the operator's "this dirty environment is fine as it is".
-func (s *Service) MarkClean(ctx context.Context, envID int64, actor string) error {
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		env, err := models.MarkClean(ctx, tx, envID)
+// MarkClean is the operator's "this dirty environment is fine as it is". It
+// returns the environment as it is now: available, or deregistered when it
+// was removed from gantry.yaml meanwhile.
+func (s *Service) MarkClean(ctx context.Context, envID int64, actor string) (*models.Environment, error) {
+	var env *models.Environment
+	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		var err error
+		env, err = models.MarkClean(ctx, tx, envID)
 		if errors.Is(err, models.ErrNotFound) {
 			return apperr.New(apperr.Conflict, "Environment %d is not dirty.", envID)
 		}
@@ -44,4 +48,8 @@ func (s *Service) MarkClean(ctx context.Context, envID int64, actor string) erro
 		}
 		return s.log(ctx, tx, env, EventMarkedClean, actor, map[string]any{"status": env.Status})
 	})
+	if err != nil {
+		return nil, err
+	}
+	return env, nil
 }

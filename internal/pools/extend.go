@@ -12,10 +12,12 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// Extend moves an active allocation's expiry to until, at most the pool's
-// max_session after it started. It returns new credentials when the kind
-// issues new ones.
-func (s *Service) Extend(ctx context.Context, id uuid.UUID, until time.Time, client, actor string) (*models.Allocation, *Credentials, error) {
+// Extend moves an active allocation's expiry by later, to at most the
+// pool's max_session after it started; the expiry is read under the
+// allocation's lock, so two extensions add up. client (unless empty) must
+// hold the allocation. It returns new credentials when the kind issues new
+// ones.
+func (s *Service) Extend(ctx context.Context, id uuid.UUID, by time.Duration, client, actor string) (*models.Allocation, *Credentials, error) {
 	done, err := s.admit(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -37,6 +39,7 @@ func (s *Service) Extend(ctx context.Context, id uuid.UUID, until time.Time, cli
 		if err != nil {
 			return err
 		}
+		until := a.ExpiresAt.Add(by)
 		limit := a.StartedAt.Add(pool.MaxSession())
 		if until.After(limit) {
 			return apperr.Field("duration", fmt.Sprintf("the pool allows at most %s per allocation: until %s", pool.MaxSession(), limit.UTC().Format(time.RFC3339)))

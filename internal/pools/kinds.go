@@ -16,11 +16,11 @@ import (
 // Credentials are what a test receives for one environment: AWS session
 // keys for aws, a connection URL for postgres.
 type Credentials struct {
-	AccessKeyID     string     `json:"access_key_id,omitempty"`
-	SecretAccessKey string     `json:"secret_access_key,omitempty"`
-	SessionToken    string     `json:"session_token,omitempty"`
-	Expiration      *time.Time `json:"expiration,omitempty"`
-	URL             string     `json:"url,omitempty"`
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string
+	Expiration      *time.Time
+	URL             string
 }
 
 // Kind is what Gantry does with one kind of environment.

@@ -61,7 +61,7 @@ type Service struct {
 }
 
 // Target is the log target of an environment.
-func Target(e *models.Environment) string { return "environment:" + e.Key }
+func Target(e *models.Environment) string { return models.EnvironmentTarget(e.Key) }
 
 func (s *Service) kind(name string) (Kind, error) {
 	k, ok := s.Kinds[name]
