@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/gantryhq/gantry/internal/auth"
@@ -24,6 +26,23 @@ func EnvironmentsArea(svc *pools.Service) Area {
 	return Area{
 		Name: "environments", Title: "Environments", Path: "/environments",
 		Blurb: "Lease test environments to CI with temporary credentials; cleaned after use.",
+		Summary: func(ctx context.Context) (string, error) {
+			counts, err := models.CountEnvironmentStates(ctx, svc.Queue.DB())
+			if err != nil || len(counts) == 0 {
+				return "", err
+			}
+			pools, total, byState := map[string]bool{}, 0, map[string]int{}
+			for _, c := range counts {
+				pools[c.Pool] = true
+				total += c.Count
+				byState[c.State] += c.Count
+			}
+			line := fmt.Sprintf("%s · %d of %d environments in use", plural(len(pools), "pool", "pools"), byState[models.EnvInUse], total)
+			if n := byState[models.EnvDirty]; n > 0 {
+				line += fmt.Sprintf(" · %d dirty", n)
+			}
+			return line, nil
+		},
 		Routes: func(r *Router) {
 			s := &environmentsHandlers{Server: r.s, Pools: svc}
 			r.Page(http.MethodGet, "/environments", s.environmentsPage, models.RoleViewer)

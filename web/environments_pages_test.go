@@ -124,6 +124,12 @@ func TestEnvironmentPagesWithPools(t *testing.T) {
 	require.Equal(t, dbs["pg"][2], held.Database)
 	env := b.environment(t, held.Environment)
 
+	t.Run("the home page's environments card counts the pools and what is in use", func(t *testing.T) {
+		status, page, _ := br.get(t, "/")
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, page, "2 pools · 1 of 4 environments in use")
+	})
+
 	t.Run("the index shows each pool's capacity, utilisation and environments", func(t *testing.T) {
 		status, page, _ := br.get(t, "/environments?pool=pg")
 		require.Equal(t, http.StatusOK, status)
