@@ -13,7 +13,6 @@ import (
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/gantryfile"
-	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
@@ -40,21 +39,6 @@ var People = []access.NewUser{
 // before an area existed gets that area's data too.
 func Base(ctx context.Context, db bun.IDB) (bool, error) {
 	return loadBase(ctx, db)
-}
-
-// Infra adds the infrastructure demo once; its vote requests go out through
-// svc (the dev mailbox under gantry dev).
-func Infra(ctx context.Context, db bun.IDB, svc *infra.Service) (bool, error) {
-	loaded, voting, err := loadInfra(ctx, db)
-	if err != nil {
-		return false, fmt.Errorf("loading the infrastructure demo: %w", err)
-	}
-	for _, id := range voting {
-		if err := svc.RequestVote(ctx, id, Approver); err != nil {
-			return false, fmt.Errorf("mailing the demo vote request: %w", err)
-		}
-	}
-	return loaded, nil
 }
 
 // loadBase adds the users, a token and a pipeline's log.
