@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -140,6 +141,21 @@ func TestDemoRunSucceeds(t *testing.T) {
 	lock, err = models.MergeLockOf(ctx, db, demoRepo)
 	require.NoError(t, err)
 	require.Nil(t, lock, "the merge lock is released")
+
+	// The device farm's one failure is on purpose, and says so.
+	servertest.WaitFor(t, func() (bool, string) {
+		envs, err := models.ListEnvironments(ctx, db, models.EnvironmentFilter{Pool: "device-farm", Status: models.EnvDirty})
+		require.NoError(t, err)
+		return len(envs) == 1, fmt.Sprintf("dirty devices: %v, want pixel-7", envs)
+	})
+	envs, err := models.ListEnvironments(ctx, db, models.EnvironmentFilter{Pool: "device-farm", Status: models.EnvDirty})
+	require.NoError(t, err)
+	require.Equal(t, "pixel-7", envs[0].Name())
+	require.Contains(t, envs[0].CleanupOutput, "demo: the cleanup of pixel-7 fails on purpose")
+	marker, err := models.ListLog(ctx, db, models.LogFilter{Event: "demo-environments-loaded", Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, marker, 1)
+	require.Contains(t, fmt.Sprint(marker[0].Detail["dirty_on_purpose"]), "fails on purpose")
 
 	// Every page of the area renders the demo, for the approver.
 	client.signIn(t, demo.Approver)
