@@ -216,8 +216,8 @@ func (r *repoBuilder) unit(files map[string]string, path, body string, reads ...
 
 func (r *repoBuilder) baseFiles() map[string]string {
 	files := map[string]string{
-		"README.md":  "# infra-live\n\nAcme's infrastructure, deployed by Gantry: one Terragrunt unit per directory under live/<account>/.\nThis is gantry dev --demo's copy: terraform_data resources stand in for the cloud, so it plans and applies offline.\n",
-		".gitignore": ".terraform/\n.terraform.lock.hcl\n",
+		"README.md":     "# infra-live\n\nAcme's infrastructure, deployed by Gantry: one Terragrunt unit per directory under live/<account>/.\nThis is gantry dev --demo's copy: terraform_data resources stand in for the cloud, so it plans and applies offline.\n",
+		".gitignore":    ".terraform/\n.terraform.lock.hcl\n",
 		"live/root.hcl": "# Included by every unit; not a unit itself.\nlocals {\n  owner = \"platform\"\n}\n",
 	}
 	for _, a := range []string{"shared", "staging", "prod"} {
