@@ -78,7 +78,8 @@ func TestDevDemo(t *testing.T) {
 	open(t, page, baseURL+"/infra/runs?status=running", 200)
 	require.NoError(t, page.GetByTestId("run-row").First().Locator("a").First().Click())
 	runURL := page.URL()
-	rds := page.GetByTestId("executions-table").Locator("tr").Filter(playwright.LocatorFilterOptions{HasText: "live/prod/rds"})
+	// The row of live/prod/rds itself (its dependents name it under "After").
+	rds := page.GetByTestId("execution-row").Filter(playwright.LocatorFilterOptions{Has: page.Locator("a", playwright.PageLocatorOptions{HasText: "live/prod/rds"})})
 	eventually(t, "live/prod/rds voting after live/shared/iam was applied", func() bool {
 		open(t, page, runURL, 200)
 		text, err := rds.TextContent()
