@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ func TestDevDemo(t *testing.T) {
 	out := waitForOutput(t, p, "Gantry is running at "+baseURL)
 	m := regexp.MustCompile(`(?m)^\s*email:\s*(\S+)\s*\n\s*password:\s*(\S+)\s*$`).FindStringSubmatch(out)
 	require.NotNil(t, m, "the first admin's password is printed; stdout:\n%s", out)
+	require.Contains(t, out, "gantry admin user password "+m[1], "and how to reset it")
 	page := newPage(t)
 	signIn(t, page, baseURL, user{Email: m[1], Name: "Admin", Password: m[2]})
 
@@ -51,11 +53,40 @@ func TestDevDemo(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("log-row")).ToHaveAttribute("data-event", "pull-request-scan-failed"), "and logs it")
 	saveScreenshot(t, page, "demo-pull-unparsable")
 
-	// A run in progress: its graph, with an execution waiting for votes.
+	// The run in progress is real: its first plan ran against the demo's
+	// local repository and its voters were mailed. The newcomer votes yes
+	// through the dev mailbox, as Arun.
+	const arun = "arun.approver@example.com"
+	mail := page.GetByTestId("mail-row").Filter(playwright.LocatorFilterOptions{HasText: "live/shared/iam"}).Filter(playwright.LocatorFilterOptions{HasText: arun})
+	eventually(t, "Arun's vote request on live/shared/iam in the mailbox", func() bool {
+		open(t, page, baseURL+"/dev/mailbox", 200)
+		n, err := mail.Count()
+		require.NoError(t, err)
+		return n > 0
+	})
+	saveScreenshot(t, page, "demo-mailbox")
+	require.NoError(t, mail.First().Locator("a").Click())
+	require.NoError(t, page.GetByTestId("mail-link").First().Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("link-voter")).ToContainText(arun))
+	require.NoError(t, expect.Locator(page.GetByTestId("link-plan-text")).ToContainText("terraform_data.rds_monitoring_role will be updated in-place"))
+	saveScreenshot(t, page, "demo-vote")
+	require.NoError(t, page.GetByTestId("vote-approve").Click())
+	require.NoError(t, expect.Locator(page.GetByTestId("flash")).ToContainText("Recorded your approval"))
+
+	// The saved plan is applied and the run moves on: the prod database is
+	// planned and waits for votes in turn.
 	open(t, page, baseURL+"/infra/runs?status=running", 200)
 	require.NoError(t, page.GetByTestId("run-row").First().Locator("a").First().Click())
+	runURL := page.URL()
+	// The row of live/prod/rds itself (its dependents name it under "After").
+	rds := page.GetByTestId("execution-row").Filter(playwright.LocatorFilterOptions{Has: page.Locator("a", playwright.PageLocatorOptions{HasText: "live/prod/rds"})})
+	eventually(t, "live/prod/rds voting after live/shared/iam was applied", func() bool {
+		open(t, page, runURL, 200)
+		text, err := rds.TextContent()
+		require.NoError(t, err)
+		return strings.Contains(text, "voting")
+	})
 	require.NoError(t, expect.Locator(page.GetByTestId("graph-node").First()).ToBeVisible())
-	require.NoError(t, expect.Locator(page.GetByTestId("executions-table")).ToContainText("voting"))
 	saveScreenshot(t, page, "demo-run")
 
 	// Environments: capacity per pool and the dirty queue. The demo's device
@@ -74,4 +105,17 @@ func TestDevDemo(t *testing.T) {
 	code, err := p.stop(syscall.SIGINT, stopTimeout)
 	require.NoError(t, err)
 	require.Equal(t, 0, code)
+}
+
+// eventually reloads and checks until cond holds: the demo's run is real
+// work (git, terraform) that takes a moment, longer on a busy machine.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(infraWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %s waiting for %s", infraWait, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

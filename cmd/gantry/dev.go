@@ -60,6 +60,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	}
 	logger := newLogger(cfg, c.stderr)
 
+	privateURL := "" // the private cluster's, when this process runs one
 	if cfg.DatabaseURL == "" {
 		cluster, err := devdb.New(filepath.Join(cfg.DataDir, "postgres"), func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })
 		if err != nil {
@@ -81,6 +82,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		}
 		cfg.DatabaseURL = cluster.URL(devDatabase)
 		logger.Info("using the private database", "url", cfg.DatabaseURL)
+		privateURL = cfg.DatabaseURL
 	}
 
 	a, err := c.openApp(ctx, cfg, logger, true)
@@ -98,6 +100,7 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	if err := c.ensureFirstAdmin(ctx, a); err != nil {
 		return err
 	}
+	c.printf("%s", passwordResetHint(privateURL))
 	if loadDemo {
 		loaded, err := a.LoadDemo(ctx)
 		if err != nil {
@@ -112,8 +115,9 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 	}})
 }
 
-// ensureFirstAdmin creates admin@localhost.localdomain when there are no users at all and
-// prints its password, the only time it is ever shown.
+// ensureFirstAdmin creates devAdmin when there are no users at all and prints
+// its password, the only time it is ever shown (passwordResetHint says how
+// to get a new one).
 func (c *cli) ensureFirstAdmin(ctx context.Context, a *app.App) error {
 	n, err := models.CountUsers(ctx, a.DB.Bun)
 	if err != nil || n > 0 {
@@ -123,12 +127,27 @@ func (c *cli) ensureFirstAdmin(ctx context.Context, a *app.App) error {
 	if err != nil {
 		return err
 	}
-	u, err := access.CreateUser(ctx, a.DB.Bun, access.NewUser{Email: "admin@localhost.localdomain", Name: "Admin", Role: "admin", Password: password}, "gantry-dev")
+	u, err := access.CreateUser(ctx, a.DB.Bun, access.NewUser{Email: devAdmin, Name: "Admin", Role: "admin", Password: password}, "gantry-dev")
 	if err != nil {
 		return err
 	}
-	c.printf("\nFirst admin user created. This password is shown only once:\n  email:    %s\n  password: %s\n\n", u.Email, password)
+	c.printf("\nFirst admin user created. This password is shown only once:\n  email:    %s\n  password: %s\n", u.Email, password)
 	return nil
+}
+
+// devAdmin is the first admin gantry dev creates.
+const devAdmin = "admin@localhost.localdomain"
+
+// passwordResetHint says, at every start, how to get a lost password back:
+// the first admin's is printed once only. The command works while gantry dev
+// runs (the private database runs with it); with DATABASE_URL set by the
+// user, that URL is not repeated (it may hold a password).
+func passwordResetHint(privateURL string) string {
+	env := "DATABASE_URL=<the same DATABASE_URL>"
+	if privateURL != "" {
+		env = "DATABASE_URL=" + shellQuote(privateURL)
+	}
+	return fmt.Sprintf("\nLost a password? While gantry dev runs, in another terminal:\n  %s gantry admin user password %s\n\n", env, devAdmin)
 }
 
 // devBaseURL is the address a browser on this machine reaches addr at.

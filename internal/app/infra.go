@@ -41,7 +41,9 @@ var infraArea = Area{Name: "infra", Build: func(_ context.Context, d *Deps) (*Pa
 		}},
 		Jobs: &jobsArea,
 		Web:  web.InfraArea(svc),
-		Demo: func(ctx context.Context) (bool, error) { return demo.Infra(ctx, d.DB.Bun, svc) },
+		Demo: func(ctx context.Context) (bool, error) {
+			return demo.Infra(ctx, svc, demo.InfraOptions{Dir: filepath.Join(d.Config.DataDir, "demo"), Logger: d.Logger})
+		},
 	}, nil
 }}
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -13,7 +14,6 @@ import (
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/allocation"
 	"github.com/gantryhq/gantry/internal/gantryfile"
-	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/models"
 )
@@ -40,21 +40,6 @@ var People = []access.NewUser{
 // before an area existed gets that area's data too.
 func Base(ctx context.Context, db bun.IDB) (bool, error) {
 	return loadBase(ctx, db)
-}
-
-// Infra adds the infrastructure demo once; its vote requests go out through
-// svc (the dev mailbox under gantry dev).
-func Infra(ctx context.Context, db bun.IDB, svc *infra.Service) (bool, error) {
-	loaded, voting, err := loadInfra(ctx, db)
-	if err != nil {
-		return false, fmt.Errorf("loading the infrastructure demo: %w", err)
-	}
-	for _, id := range voting {
-		if err := svc.RequestVote(ctx, id, Approver); err != nil {
-			return false, fmt.Errorf("mailing the demo vote request: %w", err)
-		}
-	}
-	return loaded, nil
 }
 
 // loadBase adds the users, a token and a pipeline's log.
@@ -92,7 +77,9 @@ func loadBase(ctx context.Context, db bun.IDB) (bool, error) {
 }
 
 // demoPools is a pool of test devices (kind slot): leasable on any machine,
-// with a cleanup that fails for one of them so the dirty queue has an entry.
+// with a cleanup that fails on purpose for pixel-7, and says so in its
+// output, so the dirty queue has an entry. Nothing else in the pool fails:
+// the other cleanups (the leases in use end after their 2h session) succeed.
 const demoPools = `clients:
   - name: demo-ci
     users: [olivia.operator@example.com]
@@ -100,7 +87,7 @@ pools:
   - name: device-farm
     kind: slot
     session: 2h
-    cleanup: [sh, -c, 'echo "wiping $GANTRY_ENVIRONMENT"; test "$GANTRY_ENVIRONMENT" != pixel-7']
+    cleanup: [sh, -c, 'echo "wiping $GANTRY_ENVIRONMENT"; if [ "$GANTRY_ENVIRONMENT" = pixel-7 ]; then echo "${dirtyOnPurpose}"; exit 3; fi']
     cleanup_timeout: 5m
 environments:
   - {pool: device-farm, name: pixel-7, capabilities: {os: android, version: "14"}}
@@ -121,11 +108,17 @@ func Environments(ctx context.Context, db bun.IDB, svc *pools.Service) (bool, er
 	if err := environments(ctx, svc); err != nil {
 		return false, err
 	}
-	return true, models.AppendLog(ctx, db, &models.LogEntry{TargetID: "demo", Event: environmentsLoadedEvent, Actor: actor})
+	return true, models.AppendLog(ctx, db, &models.LogEntry{TargetID: "demo", Event: environmentsLoadedEvent, Actor: actor,
+		Detail: map[string]any{"dirty_on_purpose": dirtyOnPurpose}})
 }
 
+// dirtyOnPurpose says, in the demo's log and in the failing cleanup's
+// output, that the dirty device is the demo's doing, not a fault. It goes
+// inside single quotes in demoPools: no apostrophes.
+const dirtyOnPurpose = "demo: the cleanup of pixel-7 fails on purpose (exit code 3) so that the dirty queue has an entry; Mark clean puts it back in the pool"
+
 func environments(ctx context.Context, svc *pools.Service) error {
-	f, err := gantryfile.Parse("demo", []byte(demoPools), nil)
+	f, err := gantryfile.Parse("demo", []byte(strings.ReplaceAll(demoPools, "${dirtyOnPurpose}", dirtyOnPurpose)), nil)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,16 +17,28 @@ import (
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
 
 // The infrastructure demo: a Terragrunt repository with three accounts, an
 // open pull request with one plan with changes and one failed (and another
 // whose terragrunt.hcl does not parse), a run that failed to scan, a
-// finished run, and a run in progress with executions in every state, one
-// of them waiting for the demo approver's vote. Everything is written
-// through the models in one transaction, as the workers would have left
-// it; no git or terraform is needed, and no job is queued for it.
+// finished run, a failed one, and a real run in progress.
+//
+// The repository is real (repo.go): a local git repository registered
+// through the infra area's Sync, as gantry.yaml would, and the run in
+// progress is the merge of its pull request #42, queued as a merge delivery
+// queues it: the workers scan it, plan it, ask the voters, and apply what
+// they approve, with git and terraform, offline. The other runs, the pull
+// requests' plans and their log are history, written through the models as
+// the workers would have left them; no job is queued for them, so nothing
+// in them can fail.
+//
+// Without git or terraform on PATH the demo says so and falls back to rows
+// only: the repository points at GitHub and the run in progress is written
+// as rows too, one execution waiting for the demo approver's vote (whose
+// apply cannot work).
 
 const (
 	infraLoadedEvent = "demo-infra-loaded"
@@ -33,12 +48,25 @@ const (
 	operator = "olivia.operator@example.com"
 )
 
-const demoInfra = `repositories:
+// demoInfra is the demo's gantry.yaml for the repository at url. A real
+// repository runs with the terraform preset (terragrunt is rarely
+// installed), without AWS roles (nothing to assume offline), and with one
+// approval per account, so one vote moves the run on.
+func demoInfra(live *liveRun) string {
+	url, runner, prod := "https://github.com/acme/infra-live.git", "terragrunt", `
+        plan_role: arn:aws:iam::210987654321:role/GantryPlan
+        apply_role: arn:aws:iam::210987654321:role/GantryApply
+        min_approvals: 2`
+	if live != nil {
+		url, runner, prod = live.URL, "terraform", `
+        min_approvals: 1`
+	}
+	return fmt.Sprintf(`repositories:
   - name: infra-live
-    url: https://github.com/acme/infra-live.git
+    url: %s
     trunk: main
+    runner: %s
     webhook_secret_env: INFRA_LIVE_WEBHOOK_SECRET
-    status_token_env: GITHUB_STATUS_TOKEN
     accounts:
       - name: shared
         path: live/shared/
@@ -54,48 +82,97 @@ const demoInfra = `repositories:
       - name: prod
         path: live/prod/
         depends_on: [shared]
-        plan_role: arn:aws:iam::210987654321:role/GantryPlan
-        apply_role: arn:aws:iam::210987654321:role/GantryApply
-        voters: [arun.approver@example.com, olivia.operator@example.com]
-        min_approvals: 2
+        voters: [arun.approver@example.com, olivia.operator@example.com]%s
         min_rejections: 1
-`
+`, strconv.Quote(url), runner, prod)
+}
 
-// loadInfra writes the infrastructure demo once; it reports whether it did
-// and which executions wait for votes (to mail their voters).
-func loadInfra(ctx context.Context, db bun.IDB) (bool, []int64, error) {
-	_, err := models.LatestRevision(ctx, db, "demo", infraLoadedEvent)
-	if err == nil {
-		return false, nil, nil
+// InfraOptions say where the demo repository goes and where the demo
+// reports.
+type InfraOptions struct {
+	// Dir holds the demo repository and its Terraform states
+	// (GANTRY_DATA_DIR/demo).
+	Dir    string
+	Logger *slog.Logger
+	// LookPath finds git and terraform (exec.LookPath when nil); tests play
+	// a machine without them.
+	LookPath func(string) (string, error)
+}
+
+// Infra adds the infrastructure demo once (see above); vote requests go
+// out through svc (the dev mailbox under gantry dev). Like gantry.yaml, its
+// Sync makes the demo repository the only one registered.
+func Infra(ctx context.Context, svc *infra.Service, o InfraOptions) (bool, error) {
+	db := svc.Queue.DB()
+	if _, err := models.LatestRevision(ctx, db, "demo", infraLoadedEvent); err == nil {
+		return false, nil
+	} else if !errors.Is(err, models.ErrNotFound) {
+		return false, err
 	}
-	if !errors.Is(err, models.ErrNotFound) {
-		return false, nil, err
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
 	}
+	var live *liveRun
+	if missing := tools(o.LookPath); missing != "" {
+		o.Logger.Warn("demo: " + missing + " not found on PATH, so the infrastructure demo is rows only: its run waiting for votes cannot apply. " +
+			"Install them and start with a fresh GANTRY_DATA_DIR for a demo that really plans and applies.")
+	} else {
+		var err error
+		if live, err = buildRepo(ctx, o.Dir); err != nil {
+			o.Logger.Warn("demo: building the demo repository failed, so the infrastructure demo is rows only: its run waiting for votes cannot apply", "error", err)
+			live = nil
+		} else {
+			o.Logger.Info("demo: infrastructure repository created; its pull request #42 is being deployed: vote in the dev mailbox or on /approvals", "url", live.URL)
+		}
+	}
+	f, err := gantryfile.Parse("demo", []byte(demoInfra(live)), nil)
+	if err != nil {
+		return false, err
+	}
+	if _, err := svc.Sync(ctx, f, actor); err != nil {
+		return false, fmt.Errorf("registering the demo repository: %w", err)
+	}
+	voting, err := loadInfra(ctx, svc.Queue, live)
+	if err != nil {
+		return false, fmt.Errorf("loading the infrastructure demo: %w", err)
+	}
+	for _, id := range voting {
+		if err := svc.RequestVote(ctx, id, Approver); err != nil {
+			return false, fmt.Errorf("mailing the demo vote request: %w", err)
+		}
+	}
+	return true, nil
+}
+
+// loadInfra writes the infrastructure demo's history and queues its live
+// run (with live; without, writes the run in progress as rows) in one
+// transaction with the marker; it reports the executions written as
+// waiting for votes (to mail their voters).
+func loadInfra(ctx context.Context, queue *jobs.Queue, live *liveRun) ([]int64, error) {
 	var voting []int64
-	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+	err := queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		d := &infraDemo{ctx: ctx, db: tx, now: time.Now().UTC().Truncate(time.Second)}
-		if err := d.repository(); err != nil {
+		var err error
+		if d.repo, err = models.RepositoryByName(ctx, tx, demoRepo); err != nil {
 			return err
 		}
-		if err := d.scanFailure(); err != nil {
-			return err
+		steps := []func() error{d.scanFailure, d.finishedRun}
+		if live != nil {
+			steps = append(steps, d.failedRun, func() error { return d.liveRun(tx, live) })
+		} else {
+			steps = append(steps, func() error { return models.SetGitHubFullName(ctx, tx, demoRepo, "acme/infra-live") }, d.runInProgress)
 		}
-		if err := d.finishedRun(); err != nil {
-			return err
-		}
-		if err := d.runInProgress(); err != nil {
-			return err
-		}
-		if err := d.openPullRequests(); err != nil {
-			return err
-		}
-		if err := d.flushLog(); err != nil {
-			return err
+		steps = append(steps, d.openPullRequests, d.flushLog)
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
 		}
 		voting = d.voting
-		return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: "demo", Event: infraLoadedEvent, Actor: actor})
+		return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: "demo", Event: infraLoadedEvent, Actor: actor,
+			Detail: map[string]any{"real": live != nil}})
 	})
-	return err == nil, voting, err
+	return voting, err
 }
 
 type infraDemo struct {
@@ -115,29 +192,6 @@ func (d *infraDemo) ago(minutes float64) time.Time {
 func ptrTime(t time.Time) *time.Time { return &t }
 func ptrInt(n int) *int              { return &n }
 func ptrBool(b bool) *bool           { return &b }
-
-func (d *infraDemo) repository() error {
-	f, err := gantryfile.Parse("demo", []byte(demoInfra), nil)
-	if err != nil {
-		return err
-	}
-	r := f.Repositories[0]
-	d.repo = &models.Repository{
-		Name: r.Name, URL: r.URL, Trunk: r.Trunk, Scan: r.Scan, WebhookSecretEnv: r.WebhookSecretEnv, StatusTokenEnv: r.StatusTokenEnv,
-		InitCommand: orEmpty(r.Commands.Init), PlanCommand: r.Commands.Plan, ApplyCommand: r.Commands.Apply, DestroyCommand: r.Commands.Destroy,
-		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"), GitHubFullName: "acme/infra-live",
-	}
-	for _, a := range r.Accounts {
-		d.repo.Accounts = append(d.repo.Accounts, models.Account{Name: a.Name, Path: a.Path, DependsOn: orEmpty(a.DependsOn),
-			PlanRole: a.PlanRole, ApplyRole: a.ApplyRole, Voters: a.Voters, MinApprovals: a.MinApprovals, MinRejections: a.MinRejections})
-	}
-	if err := models.UpsertRepository(d.ctx, d.db, d.repo); err != nil {
-		return err
-	}
-	d.entries = append(d.entries, &models.LogEntry{TargetID: infra.RepositoryTarget(r.Name), Event: infra.EventRepositoryRegistered,
-		Actor: actor, Detail: map[string]any{"url": r.URL, "trunk": r.Trunk, "scan": r.Scan}, CreatedAt: d.ago(4 * 24 * 60)})
-	return nil
-}
 
 func orEmpty(s []string) []string {
 	if s == nil {
@@ -406,6 +460,54 @@ func (d *infraDemo) finishedRun() error {
 	return d.endRun(run, true, "", start-37.5)
 }
 
+// failedRun is this morning's pull request: the staging database's apply
+// failed, so the app that depends on it was aborted and the run failed.
+func (d *infraDemo) failedRun() error {
+	const start = 3*60 + 12
+	run, err := d.run(41, "Staging database on db.t4g.large", "staging-db-size", sha("41f0"), sha("b7d241"), sha("a41c38"), start)
+	if err != nil {
+		return err
+	}
+	const why = "apply failed (exit code 1): Error: updating RDS DB Instance (staging-main): InvalidParameterCombination: RDS does not support db.t4g.large with postgres 13.4"
+	specs := []execSpec{
+		{path: "live/staging/rds", account: "staging", started: start - 0.2, planned: start - 1.3,
+			plan:        plan(run, "live/staging/rds", []string{"aws_db_instance.main: Refreshing state... [id=staging-main]"}, resizeDB("staging-main", "db.t4g.medium", "db.t4g.large", false), "Plan: 0 to add, 1 to change, 0 to destroy."),
+			votes:       []voteSpec{{operator, "approve", "Staging first, good.", start - 6}},
+			applyOutput: stagingRDSError, ended: start - 17.9, failed: why},
+		{path: "live/staging/app", account: "staging", deps: []string{"live/staging/rds"}, ended: start - 17.9, aborted: true},
+	}
+	for _, s := range specs {
+		if _, err := d.execution(run, s); err != nil {
+			return err
+		}
+	}
+	return d.endRun(run, false, "live/staging/rds: "+why, start-17.9)
+}
+
+// stagingRDSError is the output of the staging database's failed apply.
+const stagingRDSError = "aws_db_instance.main: Modifying... [id=staging-main]\n\nError: updating RDS DB Instance (staging-main): operation error RDS: ModifyDBInstance, https response error StatusCode: 400, RequestID: 6f1c2b9e-8d1e-4f5a-9b7c-2e0c5d4a1f33, InvalidParameterCombination: RDS does not support creating a DB instance with the following combination: DBInstanceClass=db.t4g.large, Engine=postgres, EngineVersion=13.4, LicenseModel=postgresql-license.\n\n  with aws_db_instance.main,\n  on main.tf line 12, in resource \"aws_db_instance\" \"main\":\n  12: resource \"aws_db_instance\" \"main\" {\n"
+
+// liveRun queues the run of pull request #42's merge in the demo
+// repository, as a merge delivery does (infra.Service.HandleDelivery): the
+// merged pull request, the queued run, its log entry and its StartRun job.
+// From there on it is Gantry's own work: the scan, the plans, the votes
+// and the applies.
+func (d *infraDemo) liveRun(tx jobs.Tx, live *liveRun) error {
+	if err := d.pullRequest(livePR, liveTitle, "octocat", liveBranch, live.Head, models.PRMerged, live.MergeCommit); err != nil {
+		return err
+	}
+	run := &models.Run{Repository: demoRepo, PRNumber: livePR, PRTitle: liveTitle, BaseRef: "main", HeadRef: liveBranch,
+		HeadSHA: live.Head, MergeCommit: live.MergeCommit, Scan: d.repo.Scan, CreatedAt: d.now}
+	if err := models.InsertRun(d.ctx, d.db, run); err != nil {
+		return err
+	}
+	if err := d.log(run, infra.RunTarget(run.ID), infra.EventRunQueued, "github:octocat", d.now,
+		map[string]any{"pull_request": livePR, "merge_commit": live.MergeCommit}); err != nil {
+		return err
+	}
+	return tx.Enqueue(d.ctx, jobs.StartRunArgs{RunID: run.ID}, nil)
+}
+
 // runInProgress is the pull request being deployed now: an IAM change in
 // shared applied; in staging, the database's apply failed and what depends
 // on it was aborted; in prod the VPC and the CDN are applied, monitoring had
@@ -432,7 +534,7 @@ func (d *infraDemo) runInProgress() error {
 		{path: "live/staging/rds", account: "staging", started: 36.2, planned: 35.1,
 			plan:        plan(run, "live/staging/rds", []string{"aws_db_instance.main: Refreshing state... [id=staging-main]"}, resizeDB("staging-main", "db.t4g.medium", "db.t4g.large", false), "Plan: 0 to add, 1 to change, 0 to destroy."),
 			votes:       []voteSpec{{operator, "approve", "Staging first, good.", 30.4}},
-			applyOutput: "aws_db_instance.main: Modifying... [id=staging-main]\n\nError: updating RDS DB Instance (staging-main): operation error RDS: ModifyDBInstance, https response error StatusCode: 400, RequestID: 6f1c2b9e-8d1e-4f5a-9b7c-2e0c5d4a1f33, InvalidParameterCombination: RDS does not support creating a DB instance with the following combination: DBInstanceClass=db.t4g.large, Engine=postgres, EngineVersion=13.4, LicenseModel=postgresql-license.\n\n  with aws_db_instance.main,\n  on main.tf line 12, in resource \"aws_db_instance\" \"main\":\n  12: resource \"aws_db_instance\" \"main\" {\n",
+			applyOutput: stagingRDSError,
 			ended:       24.3, failed: "apply failed (exit code 1): Error: updating RDS DB Instance (staging-main): InvalidParameterCombination: RDS does not support db.t4g.large with postgres 13.4"},
 		{path: "live/staging/app", account: "staging", deps: []string{"live/staging/rds"}, ended: 24.3, aborted: true},
 		{path: "live/prod/vpc", account: "prod", started: 36.2, planned: 34.8,
