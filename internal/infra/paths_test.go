@@ -2,6 +2,7 @@ package infra_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,8 +157,13 @@ func TestMergeLock_secondMergeWaitsForTheFirst(t *testing.T) {
 	lock, err = models.MergeLockOf(b.ctx, b.DB.Bun, "live")
 	require.NoError(t, err)
 	require.Equal(t, queued.ID, lock.RunID)
-	st = b.WaitStatus(t, waiting.Head, github.ContextMergeLock, "failure")
-	require.Contains(t, st.Description, "#"+itoa(int64(queued.PRNumber)))
+	// The status still says the first holder until the lock's refresh job
+	// has run: wait for the new holder, not just for a failure state.
+	servertest.WaitFor(t, func() (bool, string) {
+		st, _ = b.GitHub.Latest(waiting.Head, github.ContextMergeLock)
+		return st.State == "failure" && strings.Contains(st.Description, "#"+itoa(int64(queued.PRNumber))),
+			fmt.Sprintf("merge-lock status %+v, want failure naming #%d", st, queued.PRNumber)
+	})
 }
 
 func TestWebhook_refusesIgnoresAndDeduplicates(t *testing.T) {
