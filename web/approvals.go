@@ -130,7 +130,7 @@ func (s *Server) voterOf(ctx context.Context, email string) ([]string, bool, err
 func (s *Server) linkPage(c echo.Context) error {
 	noStore(c)
 	token := c.Param("token")
-	claims, subject, err := s.Approvals.VerifyLink(token)
+	claims, subject, err := s.Approvals.OpenLink(c.Request().Context(), token)
 	if err != nil {
 		return s.linkError(c, claims, subject, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
+	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/approvals"
@@ -115,4 +116,40 @@ func TestAnotherKindIsVotedThroughALinkAndListed(t *testing.T) {
 
 	_, page, _ = asAda.get(t, "/approvals")
 	require.Contains(t, page, `data-testid="empty-approvals"`, "decided: it waits for nobody")
+}
+
+// TestADisabledVotersLinkShowsNothing: someone whose account was disabled
+// (who left) sees neither the subject nor a vote form through links mailed
+// before, and cannot vote with them.
+func TestADisabledVotersLinkShowsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const leaver = "leaver@example.com"
+	u := b.user(t, leaver, models.RoleApprover)
+	gates := &gateKind{approval: map[string]int64{}, decided: map[string]approval.State{}}
+	svc := b.Infra.Approvals
+	svc.Register(gates)
+	gate := approvals.Subject{Kind: "gate", ID: "21"}
+	require.NoError(t, b.queue.InTx(t.Context(), func(ctx context.Context, tx jobs.Tx) error {
+		a, err := svc.Open(ctx, tx, gate, approval.Policy{Voters: []string{leaver}, MinApprovals: 1, MinRejections: 1})
+		if err == nil {
+			gates.approval[gate.ID] = a.ID
+		}
+		return err
+	}))
+	link, err := svc.Link(gate, leaver)
+	require.NoError(t, err)
+	path := strings.TrimPrefix(link, servertest.BaseURL)
+	require.NoError(t, access.SetDisabled(t.Context(), b.db.Bun, u.ID, true, "test"))
+
+	anon := b.browser(t)
+	status, page, _ := anon.get(t, path)
+	require.Equal(t, http.StatusForbidden, status)
+	require.Contains(t, page, "is disabled, so its voting links no longer work")
+	require.NotContains(t, page, "Promote r1 to prod.", "the subject is not shown")
+	require.NotContains(t, page, `data-testid="link-vote-form"`)
+	_, _, csrf := anon.get(t, "/login") // a valid form token, so only the account is in the way
+	res, body := anon.post(t, path, url.Values{"_csrf": {csrf}, "decision": {"approve"}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	require.Contains(t, body, "is disabled")
 }

@@ -111,20 +111,30 @@ func (s *Service) log(ctx context.Context, tx jobs.Tx, b Ballot, event, actor st
 
 // VoteWithLink records the vote of the voter an emailed link was sent to.
 func (s *Service) VoteWithLink(ctx context.Context, token, decision, comment string) (approval.Claims, Outcome, error) {
-	c, subject, err := s.VerifyLink(token)
+	c, subject, err := s.OpenLink(ctx, token)
 	if err != nil {
-		return c, Outcome{}, err
-	}
-	// A voter whose Gantry account was disabled (someone who left) cannot
-	// go on voting through links mailed before.
-	switch u, err := models.UserByEmail(ctx, s.queue.DB(), c.Voter); {
-	case err == nil && u.Disabled():
-		return c, Outcome{}, apperr.New(apperr.Forbidden, "The Gantry account of %s is disabled, so its voting links no longer work.", c.Voter)
-	case err != nil && !errors.Is(err, models.ErrNotFound):
 		return c, Outcome{}, err
 	}
 	out, err := s.Vote(ctx, VoteInput{Subject: subject, Voter: c.Voter, Decision: decision, Comment: comment, Via: ViaLink})
 	return c, out, err
+}
+
+// OpenLink is VerifyLink for a link that is being used (its page shown,
+// its vote cast): a voter whose Gantry account was disabled (someone who
+// left) can no longer see the subject nor vote through links mailed
+// before.
+func (s *Service) OpenLink(ctx context.Context, token string) (approval.Claims, Subject, error) {
+	c, subject, err := s.VerifyLink(token)
+	if err != nil {
+		return c, subject, err
+	}
+	switch u, err := models.UserByEmail(ctx, s.queue.DB(), c.Voter); {
+	case err == nil && u.Disabled():
+		return c, Subject{}, apperr.New(apperr.Forbidden, "The Gantry account of %s is disabled, so its voting links no longer work.", c.Voter)
+	case err != nil && !errors.Is(err, models.ErrNotFound):
+		return c, subject, err
+	}
+	return c, subject, nil
 }
 
 // VerifyLink checks a voting link's token and names its subject. An expired
