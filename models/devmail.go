@@ -11,12 +11,12 @@ import (
 type DevMail struct {
 	bun.BaseModel `bun:"table:dev_mails,alias:dm"`
 
-	ID         int64     `bun:",pk,autoincrement" json:"id"`
-	Recipients []string  `bun:",array" json:"recipients"`
-	Subject    string    `json:"subject"`
-	Body       string    `json:"body"`
-	HTML       string    `bun:"html" json:"html,omitempty"`
-	SentAt     time.Time `bun:",nullzero,notnull,default:current_timestamp" json:"sent_at"`
+	ID         int64    `bun:",pk,autoincrement"`
+	Recipients []string `bun:",array"`
+	Subject    string
+	Body       string
+	HTML       string    `bun:"html"`
+	SentAt     time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // InsertDevMail keeps an email for the dev mailbox.
@@ -25,16 +25,25 @@ func InsertDevMail(ctx context.Context, db bun.IDB, m *DevMail) error {
 	return err
 }
 
-// ListDevMails returns the newest emails first, at most limit.
-func ListDevMails(ctx context.Context, db bun.IDB, limit int) ([]DevMail, error) {
+// ListDevMails returns the newest emails first, at most limit: those sent
+// to recipient (compared without case), or every one when recipient is "".
+func ListDevMails(ctx context.Context, db bun.IDB, recipient string, limit int) ([]DevMail, error) {
 	var mails []DevMail
-	err := db.NewSelect().Model(&mails).OrderExpr("id DESC").Limit(int64(limit)).Scan(ctx)
+	q := db.NewSelect().Model(&mails).OrderExpr("id DESC").Limit(int64(limit))
+	err := devMailTo(q, recipient).Scan(ctx)
 	return mails, err
 }
 
-// DevMailByID finds one kept email.
-func DevMailByID(ctx context.Context, db bun.IDB, id int64) (*DevMail, error) {
+// DevMailByID finds one kept email sent to recipient (any when "").
+func DevMailByID(ctx context.Context, db bun.IDB, id int64, recipient string) (*DevMail, error) {
 	m := new(DevMail)
-	err := db.NewSelect().Model(m).Where("id = ?", id).Scan(ctx)
+	err := devMailTo(db.NewSelect().Model(m).Where("id = ?", id), recipient).Scan(ctx)
 	return m, notFound(err)
+}
+
+func devMailTo(q *bun.SelectQuery, recipient string) *bun.SelectQuery {
+	if recipient == "" {
+		return q
+	}
+	return q.Where("EXISTS (SELECT 1 FROM unnest(recipients) AS r WHERE lower(r) = lower(?))", recipient)
 }

@@ -20,9 +20,19 @@ import (
 
 const mailboxShown = 200
 
-// mailboxPage lists the kept emails, newest first.
+// mailboxOf is whose mail the signed-in user may read: everyone's for
+// admins (the developer running gantry dev), their own for anyone else, so
+// that a viewer cannot follow an approver's voting link and vote as them.
+func mailboxOf(c echo.Context) string {
+	if u := principalOf(c).User; u.Role != models.RoleAdmin {
+		return u.Email
+	}
+	return ""
+}
+
+// mailboxPage lists the kept emails the user may read, newest first.
 func (s *Server) mailboxPage(c echo.Context) error {
-	mails, err := models.ListDevMails(c.Request().Context(), s.DB.Bun, mailboxShown)
+	mails, err := models.ListDevMails(c.Request().Context(), s.DB.Bun, mailboxOf(c), mailboxShown)
 	if err != nil {
 		return err
 	}
@@ -42,7 +52,7 @@ func (s *Server) mailPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := models.DevMailByID(c.Request().Context(), s.DB.Bun, id)
+	m, err := models.DevMailByID(c.Request().Context(), s.DB.Bun, id, mailboxOf(c))
 	if errors.Is(err, models.ErrNotFound) {
 		return apperr.New(apperr.NotFound, "No message %d in the dev mailbox.", id)
 	}

@@ -22,7 +22,8 @@ import (
 func TestDevMailbox(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.user(t, vera, models.RoleViewer)
+	b.user(t, vera, models.RoleAdmin) // the developer running gantry dev reads every message
+	b.user(t, grace, models.RoleViewer)
 	box := &devmail.Mailbox{DB: b.db.Bun}
 	deps := b.server.Deps
 	deps.Mailbox, deps.Registry = box, prometheus.NewRegistry()
@@ -45,7 +46,7 @@ func TestDevMailbox(t *testing.T) {
 	require.NoError(t, box.Send(ctx, mail.Message{To: []string{grace, ada}, Subject: "[Gantry] Vote on live/prod/vpc (prod) for live#7",
 		Text: "Review the plan and vote (this link is yours):\nhttp://gantry.test/approvals/link/eyJzdWIi.c2lnbg.\nOr see https://gantry.test/infra, then <b>reply</b>.",
 		HTML: `<p>Vote <script>alert(1)</script><a href="javascript:alert(2)">here</a></p>`}))
-	mails, err := models.ListDevMails(ctx, b.db.Bun, 10)
+	mails, err := models.ListDevMails(ctx, b.db.Bun, "", 10)
 	require.NoError(t, err)
 	require.Len(t, mails, 2)
 
@@ -73,4 +74,17 @@ func TestDevMailbox(t *testing.T) {
 	anon.base = srv.URL
 	status, _, _ = anon.get(t, "/dev/mailbox")
 	require.Equal(t, http.StatusSeeOther, status, "signed-in people only")
+
+	// Anyone else reads only the mail sent to them: a viewer must not follow
+	// an approver's voting link and vote as them.
+	asGrace := b.browser(t)
+	asGrace.base = srv.URL
+	asGrace.login(t, grace)
+	_, page, _ = asGrace.get(t, "/dev/mailbox")
+	require.Contains(t, page, "Vote on live/prod/vpc", "grace's own mail")
+	require.NotContains(t, page, "Environment pixel-7 is dirty", "ops's mail")
+	status, _, _ = asGrace.get(t, "/dev/mailbox/"+itoa(int(mails[1].ID)))
+	require.Equal(t, http.StatusNotFound, status, "another's message is not there for grace")
+	status, _, _ = asGrace.get(t, "/dev/mailbox/"+itoa(int(mails[0].ID)))
+	require.Equal(t, http.StatusOK, status)
 }
