@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/sha1"
 	"fmt"
 	"net/http"
 	"strings"
@@ -29,7 +30,7 @@ func TestLogTableFits(t *testing.T) {
 		status, body := callAPI(t, http.MethodPost, srv.URL+"/api/v1/log", token, map[string]any{
 			"deployment_id": fmt.Sprintf("infra-live-repository#%d", 1000+i),
 			"target_id":     fmt.Sprintf("execution:%d/live/production/eu-west-1/networking/vpc", 4000+i),
-			"revision":      fmt.Sprintf("%040x", 0xdeadbeef+i),
+			"revision":      fmt.Sprintf("%x", sha1.Sum([]byte{byte(i)})), // a git SHA
 			"event":         events[i%len(events)],
 			"detail": map[string]any{
 				"comment":  strings.Repeat("The plan replaces the NAT gateway; I checked the routes with the network team. ", 4),
@@ -59,7 +60,7 @@ func TestLogTableFits(t *testing.T) {
 	// The summary names the detail's keys; the whole JSON opens on demand.
 	require.NoError(t, page.SetViewportSize(1280, 900))
 	open(t, page, srv.URL+"/log", 200)
-	first := page.GetByTestId("log-row").First()
+	first := page.GetByTestId("log-row").Filter(playwright.LocatorFilterOptions{HasText: "execution-voted"}).First()
 	summary := first.GetByTestId("log-detail-summary")
 	require.NoError(t, expect.Locator(summary).ToContainText("approvals: 2"))
 	full := first.GetByTestId("log-detail-json")
