@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -49,7 +50,17 @@ func TestLogTableFits(t *testing.T) {
 		open(t, page, fmt.Sprintf("%s/log", srv.URL), 200)
 		require.NoError(t, expect.Locator(page.GetByTestId("log-row")).ToHaveCount(50))
 		requireTableFits(t, page, "log-table", width)
+		requireFiltersInOneRow(t, page, width)
 		saveScreenshot(t, page, fmt.Sprintf("log-fits-%d", width))
+
+		// Part of an event name finds every event holding it; the filters,
+		// now with Clear, still take one row.
+		require.NoError(t, page.GetByTestId("log-filters").GetByLabel("Event").Fill("execution"))
+		require.NoError(t, page.GetByTestId("log-filters").GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Filter"}).Click())
+		require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`event=execution`)))
+		require.NoError(t, expect.Locator(page.GetByTestId("log-row")).ToHaveCount(20), "execution-voted and execution-failed, ten each")
+		requireFiltersInOneRow(t, page, width)
+		saveScreenshot(t, page, fmt.Sprintf("log-filtered-%d", width))
 
 		open(t, page, srv.URL+"/", 200)
 		require.NoError(t, expect.Locator(page.GetByTestId("log-row")).ToHaveCount(10))
@@ -120,4 +131,23 @@ func requireTableFits(t *testing.T, page playwright.Page, id string, width int) 
 	assert.LessOrEqual(t, num("wrap"), num("content"), "%s at %dpx: the table's box is wider than the content area", id, width)
 	// Two lines of text plus the cell padding.
 	assert.LessOrEqual(t, num("tallest"), 60.0, "%s at %dpx: a row is taller than two lines", id, width)
+}
+
+// requireFiltersInOneRow checks that the log's filters sit on one row, every
+// input and button the same height with its top at the same place, so no
+// label sits higher than its neighbours and none wraps alone.
+func requireFiltersInOneRow(t *testing.T, page playwright.Page, width int) {
+	t.Helper()
+	boxes, err := page.GetByTestId("log-filters").Evaluate(`f => [...f.querySelectorAll("input, button, a.button")].map(el => {
+		const r = el.getBoundingClientRect();
+		return (el.name || el.textContent.trim()) + " " + Math.round(r.top) + " " + Math.round(r.height);
+	})`, nil)
+	require.NoError(t, err)
+	list := boxes.([]any)
+	require.NotEmpty(t, list)
+	_, first, _ := strings.Cut(list[0].(string), " ")
+	for _, b := range list {
+		name, at, _ := strings.Cut(b.(string), " ")
+		assert.Equal(t, first, at, "at %dpx the filter %q is not on the row of the first one (top and height): %v", width, name, list)
+	}
 }
