@@ -128,7 +128,7 @@ func ListLog(ctx context.Context, db bun.IDB, f LogFilter) ([]LogEntry, error) {
 		q = q.Where("target_id = ?", f.Target)
 	}
 	if f.Event != "" {
-		q = q.Where("strpos(event, ?) > 0", strings.ToLower(strings.TrimSpace(f.Event)))
+		q = q.Where("strpos(lower(event), ?) > 0", strings.ToLower(strings.TrimSpace(f.Event)))
 	}
 	if f.Revision != "" {
 		q = q.Where("revision = ?", f.Revision)
