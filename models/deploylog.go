@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -96,12 +97,13 @@ func InProgress(ctx context.Context, db bun.IDB, target string, g Granularity) (
 	return entries, nil
 }
 
-// LogFilter selects a slice of the timeline. Zero fields do not filter.
+// LogFilter selects a slice of the timeline. Zero fields do not filter;
+// Target, Revision and Deployment match exactly.
 type LogFilter struct {
 	Target     string
-	Event      string
+	Event      string // any part of the event name: "execution" finds execution-started, …
 	Revision   string
-	Actor      string
+	Actor      string // see actorMatches
 	Deployment string
 	Since      time.Time
 	Until      time.Time
@@ -126,13 +128,13 @@ func ListLog(ctx context.Context, db bun.IDB, f LogFilter) ([]LogEntry, error) {
 		q = q.Where("target_id = ?", f.Target)
 	}
 	if f.Event != "" {
-		q = q.Where("event = ?", f.Event)
+		q = q.Where("strpos(lower(event), ?) > 0", strings.ToLower(strings.TrimSpace(f.Event)))
 	}
 	if f.Revision != "" {
 		q = q.Where("revision = ?", f.Revision)
 	}
 	if f.Actor != "" {
-		q = q.Where("actor = ?", f.Actor)
+		q = q.WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery { return actorMatches(q, f.Actor) })
 	}
 	if f.Deployment != "" {
 		q = q.Where("deployment_id = ?", f.Deployment)
@@ -155,6 +157,21 @@ func ListLog(ctx context.Context, db bun.IDB, f LogFilter) ([]LogEntry, error) {
 		return nil, fmt.Errorf("listing deployment log: %w", err)
 	}
 	return entries, nil
+}
+
+// actorMatches finds a person's entries whichever way they were written:
+// signed in as user:<email>, voting as the bare <email>, through one of
+// their tokens as token:<id>:<email>. So "ada@example.com" and
+// "user:ada@example.com" find the same entries. Any other actor (gantry,
+// cli:root, token:2:ci@example.com) matches exactly.
+func actorMatches(q *bun.SelectQuery, actor string) *bun.SelectQuery {
+	actor = strings.TrimSpace(actor)
+	email := strings.TrimPrefix(actor, "user:")
+	if !strings.Contains(email, "@") || strings.Contains(email, ":") {
+		return q.Where("actor = ?", actor)
+	}
+	return q.Where("actor = ?", email).WhereOr("actor = ?", "user:"+email).
+		WhereOr("starts_with(actor, 'token:') AND split_part(actor, ':', 3) = ?", email)
 }
 
 // LastLogID is the newest entry's id, where a live tail starts.

@@ -151,6 +151,53 @@ func TestListLogFiltersAndPages(t *testing.T) {
 	require.Equal(t, "p2", tail[0].TargetID)
 }
 
+// TestListLogFilterMatchesAsPeopleType covers the filters a person types
+// on /log: part of an event name, and a person's email whichever way their
+// entries were written (user:<email> for sign-ins, the bare email for votes,
+// token:<id>:<email> for their tokens).
+func TestListLogFilterMatchesAsPeopleType(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	withActor := func(e models.LogEntry, actor string) models.LogEntry { e.Actor = actor; return e }
+	appendAll(t, db,
+		withActor(entry("", "user:1", "", "user-logged-in"), "user:ada@example.com"),
+		withActor(entry("live#7", "execution:3", "abc", "execution-voted"), "ada@example.com"),
+		withActor(entry("", "p-web", "v1", "build-registered"), "token:4:ada@example.com"),
+		withActor(entry("live#7", "execution:3", "abc", "execution-approved"), "bob@example.com"),
+		withActor(entry("live#7", "run:1", "abc", "run-started"), "gantry"),
+		withActor(entry("", "token:9", "", "token-created"), "token:9:notada@example.com"),
+	)
+	events := func(f models.LogFilter) []string {
+		t.Helper()
+		entries, err := models.ListLog(ctx, db.Bun, f)
+		require.NoError(t, err)
+		out := make([]string, len(entries))
+		for i, e := range entries {
+			out[i] = e.Event
+		}
+		return out
+	}
+
+	t.Run("an email finds the person's sign-ins, votes and tokens", func(t *testing.T) {
+		want := []string{"build-registered", "execution-voted", "user-logged-in"}
+		require.Equal(t, want, events(models.LogFilter{Actor: "ada@example.com"}))
+		require.Equal(t, want, events(models.LogFilter{Actor: "user:ada@example.com"}))
+		require.Equal(t, want, events(models.LogFilter{Actor: " ada@example.com "}))
+	})
+	t.Run("other actors match exactly", func(t *testing.T) {
+		require.Equal(t, []string{"run-started"}, events(models.LogFilter{Actor: "gantry"}))
+		require.Equal(t, []string{"build-registered"}, events(models.LogFilter{Actor: "token:4:ada@example.com"}))
+		require.Empty(t, events(models.LogFilter{Actor: "gant"}))
+	})
+	t.Run("part of an event name finds every event containing it", func(t *testing.T) {
+		require.Equal(t, []string{"execution-approved", "execution-voted"}, events(models.LogFilter{Event: "execution"}))
+		require.Equal(t, []string{"execution-approved"}, events(models.LogFilter{Event: "Approved"}))
+		require.Equal(t, []string{"run-started"}, events(models.LogFilter{Event: "run-started"}))
+		require.Equal(t, []string{"execution-voted"}, events(models.LogFilter{Event: "execution", Actor: "ada@example.com"}), "filters combine")
+	})
+}
+
 func revisions(entries []models.LogEntry) []string {
 	out := make([]string, len(entries))
 	for i, e := range entries {

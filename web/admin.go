@@ -120,6 +120,9 @@ func (s *Server) jobsPage(c echo.Context) error {
 	for _, jc := range counts {
 		perState[jc.State] += jc.Count
 	}
+	if c.QueryParam("state") == "" {
+		state = defaultJobState(perState)
+	}
 	v := admin.JobsView{State: string(state)}
 	for _, st := range jobStates {
 		v.Tabs = append(v.Tabs, admin.StateTab{State: string(st), Count: perState[string(st)], Current: st == state, URL: "/admin/jobs?state=" + string(st)})
@@ -145,6 +148,17 @@ func (s *Server) jobsPage(c echo.Context) error {
 		}
 	}
 	return s.render(c, http.StatusOK, admin.Jobs(v))
+}
+
+// defaultJobState is the tab the jobs page opens on: the first state, in
+// the order work moves, that has jobs (available when none has).
+func defaultJobState(perState map[string]int) rivertype.JobState {
+	for _, st := range jobStates {
+		if perState[string(st)] > 0 {
+			return st
+		}
+	}
+	return rivertype.JobStateAvailable
 }
 
 func jobState(s string) (rivertype.JobState, error) {
@@ -217,7 +231,13 @@ func (s *Server) jobAction(c echo.Context, event, done string, act func(ctx cont
 	}); err != nil {
 		return err
 	}
-	return s.redirectWithFlash(c, "/admin/jobs?state="+c.QueryParam("state"), true, done)
+	// Back to the tab the action was taken on (the form's address carries
+	// it); without one, to the page's own choice of tab.
+	back := "/admin/jobs"
+	if st, err := jobState(c.QueryParam("state")); err == nil && c.QueryParam("state") != "" {
+		back += "?state=" + string(st)
+	}
+	return s.redirectWithFlash(c, back, true, done)
 }
 
 func (s *Server) apiListJobs(c echo.Context) error {

@@ -34,12 +34,20 @@ func TestJobsPageRetriesAndCancels(t *testing.T) {
 
 	res, _ := br.post(t, "/admin/jobs/"+itoa(int(id))+"/cancel", url.Values{"_csrf": {csrf}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/admin/jobs", res.Header.Get("Location"), "no tab given: no empty ?state=")
 	_, body, _ = br.get(t, "/admin/jobs?state=cancelled")
 	require.Contains(t, body, "cancelled (1)")
 	require.Contains(t, body, `data-testid="job-retry"`)
 
-	res, _ = br.post(t, "/admin/jobs/"+itoa(int(id))+"/retry", url.Values{"_csrf": {csrf}})
+	// The only job is cancelled: the page opens on that tab, not on an
+	// empty "available (0)".
+	_, body, _ = br.get(t, "/admin/jobs")
+	require.Regexp(t, `aria-current="page">cancelled \(1\)`, body)
+	require.Contains(t, body, `/admin/jobs/`+itoa(int(id))+`/retry?state=cancelled"`, "the form carries the tab it is on")
+
+	res, _ = br.post(t, "/admin/jobs/"+itoa(int(id))+"/retry?state=cancelled", url.Values{"_csrf": {csrf}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/admin/jobs?state=cancelled", res.Header.Get("Location"), "back to the tab the retry was made on")
 	var state string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT state FROM river_job WHERE id = $1", id).Scan(&state))
 	require.Equal(t, "available", state)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -174,16 +177,65 @@ func logRows(entries []models.LogEntry) []logview.Row {
 }
 
 func logRow(e models.LogEntry) logview.Row {
-	detail := ""
-	if len(e.Detail) > 0 {
-		b, _ := json.Marshal(e.Detail)
-		detail = string(b)
-	}
-	return logview.Row{
+	row := logview.Row{
 		ID: e.ID, When: e.CreatedAt.UTC().Format("2006-01-02 15:04:05"), WhenISO: e.CreatedAt.UTC().Format(time.RFC3339),
 		Deployment: e.DeploymentID, Target: e.TargetID, TargetURL: "/log?target=" + url.QueryEscape(e.TargetID),
-		Revision: e.Revision, Event: e.Event, Tone: eventTone(e.Event), Actor: e.Actor, Detail: detail,
+		Revision: e.Revision, Event: e.Event, Tone: eventTone(e.Event), Actor: e.Actor,
 	}
+	if len(e.Detail) > 0 {
+		b, _ := json.Marshal(e.Detail)
+		row.Detail = string(b)
+		b, _ = json.MarshalIndent(e.Detail, "", "  ")
+		row.DetailJSON = string(b)
+		row.DetailSummary = detailSummary(e.Detail)
+	}
+	return row
+}
+
+// Bounds of a detail's one-line summary: each value, and the whole line.
+const (
+	detailValueRunes   = 40
+	detailSummaryRunes = 160
+)
+
+// detailSummary writes a detail as "key: value · key: value", keys in
+// order, each value on one line and shortened, the whole line too: the
+// table shows what kind of detail an entry has, the full JSON is a click away.
+func detailSummary(detail map[string]any) string {
+	keys := slices.Sorted(maps.Keys(detail))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+": "+shorten(detailValue(detail[k]), detailValueRunes))
+	}
+	return shorten(strings.Join(parts, " · "), detailSummaryRunes)
+}
+
+// detailValue is one detail value as plain text: strings without quotes,
+// lists joined with commas, anything else as compact JSON.
+func detailValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strings.Join(strings.Fields(v), " ")
+	case []any:
+		items := make([]string, len(v))
+		for i, item := range v {
+			items[i] = detailValue(item)
+		}
+		return strings.Join(items, ", ")
+	case nil:
+		return "null"
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// shorten cuts s to at most n runes, ending with an ellipsis when cut.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimRight(string(r[:n-1]), " ·,") + "…"
 }
 
 // eventTone colours events by the words their names conventionally use.

@@ -1,7 +1,10 @@
 // Package admin renders the administration pages: users and background jobs.
 package admin
 
-import "strconv"
+import (
+	"net/url"
+	"strconv"
+)
 
 // UserRow is one user in the list.
 type UserRow struct {
@@ -63,6 +66,8 @@ func userURL(id int64, action string) string {
 	return "/admin/users/" + strconv.FormatInt(id, 10) + "/" + action
 }
 
-func jobURL(id int64, action string) string {
-	return "/admin/jobs/" + strconv.FormatInt(id, 10) + "/" + action
+// jobURL is where a job's action posts; it carries the tab it was taken
+// on, so the page comes back to that tab.
+func jobURL(id int64, action, state string) string {
+	return "/admin/jobs/" + strconv.FormatInt(id, 10) + "/" + action + "?state=" + url.QueryEscape(state)
 }
