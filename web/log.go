@@ -145,7 +145,7 @@ func (s *Server) logStream(c echo.Context) error {
 				return nil
 			}
 			fmt.Fprintf(w, "id: %d\nevent: row\n", e.ID)
-			for _, line := range strings.Split(buf.String(), "\n") {
+			for _, line := range sseLines(buf.String()) {
 				fmt.Fprintf(w, "data: %s\n", line)
 			}
 			fmt.Fprint(w, "\n")
@@ -166,6 +166,14 @@ func (s *Server) logStream(c echo.Context) error {
 			w.Flush()
 		}
 	}
+}
+
+// sseLines cuts text into the lines of an event stream's data fields. The
+// stream's parser ends a line at CR, LF or CRLF, so all three must cut
+// here: a bare CR in a log field (a revision, a target) would otherwise
+// start a field of the sender's choosing ("retry:", "id:").
+func sseLines(text string) []string {
+	return strings.Split(strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n"), "\n")
 }
 
 func logRows(entries []models.LogEntry) []logview.Row {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -268,7 +269,8 @@ func TestLogPageAndStream(t *testing.T) {
 	t.Run("the stream sends new entries as rendered rows", func(t *testing.T) {
 		last, err := models.LastLogID(ctx, b.db.Bun)
 		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		// Generous: the stream's answer is prompt unless the machine is busy.
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", b.srv.URL+"/log/stream?target=p-api&after="+itoa(int(last)), nil)
 		res, err := br.Do(req)
@@ -297,6 +299,24 @@ func TestLogPageAndStream(t *testing.T) {
 		require.Contains(t, joined, "r42")
 		require.Contains(t, joined, `data-testid="log-row"`)
 		require.NotContains(t, joined, ">x<")
+
+		// A carriage return in a field ends a line for an event-stream
+		// parser: it must not start fields of its own (a retry, an id).
+		require.NoError(t, models.AppendLog(ctx, b.db.Bun, &models.LogEntry{TargetID: "p-api", Event: "pipeline-started",
+			Revision: "r43\rretry: 1\rid: 999999\r\ndata: <b>injected</b>", Actor: "t"}))
+		var raw strings.Builder
+		buf := make([]byte, 4096)
+		for !strings.Contains(raw.String(), "r43") || !strings.Contains(raw.String()[strings.Index(raw.String(), "r43"):], "\n\n") {
+			n, err := res.Body.Read(buf)
+			raw.Write(buf[:n])
+			require.NoError(t, err, "the stream ended before the entry: %q", raw.String())
+		}
+		for _, line := range regexp.MustCompile("\r\n|\r|\n").Split(raw.String(), -1) {
+			require.False(t, strings.HasPrefix(line, "retry:") || strings.HasPrefix(line, "id: 999999"), "a field was injected: %q", line)
+			if line != "" {
+				require.Regexp(t, `^(id|event|data|retry|:)`, line, "every line is a field of the stream's own")
+			}
+		}
 	})
 }
 
