@@ -91,9 +91,10 @@ func launchBrowser() (*playwright.Playwright, playwright.Browser, error) {
 // relative to the e2e package directory (the test's working directory).
 // Characters unsafe in file names (such as the "/" in subtest names) become "_".
 // It first waits for the page's load event (a page reached by a click may
-// still be loading its styles), and gives the capture itself browserWait: a
-// full-page capture on a busy machine can take longer than Playwright's
-// default. It fails the test on error.
+// still be loading its styles) and stops the page from refreshing itself
+// (holdStill), so that a slow capture on a busy machine shows the page, not
+// its reload; after a screenshot the page no longer refreshes. The capture
+// itself gets browserWait. It fails the test on error.
 func saveScreenshot(t testing.TB, page playwright.Page, name string) {
 	t.Helper()
 	name = strings.Map(func(r rune) rune {
@@ -117,6 +118,7 @@ func saveScreenshot(t testing.TB, page playwright.Page, name string) {
 	}); err != nil {
 		t.Fatalf("saveScreenshot: %s: the page did not finish loading: %v", path, err)
 	}
+	holdStill(page)
 	if _, err := page.Screenshot(playwright.PageScreenshotOptions{
 		Path:     playwright.String(path),
 		FullPage: playwright.Bool(true),

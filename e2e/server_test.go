@@ -302,6 +302,12 @@ type apiErrorBody struct {
 // processEnv is this process's environment without any Gantry setting (a
 // developer's GANTRY_* or DATABASE_URL must not leak into the process under
 // test: unknown GANTRY_* names are even refused), plus settings.
+//
+// The server's own request deadline (GANTRY_REQUEST_TIMEOUT, 30 s by
+// default) is raised to the browser's, browserWait: on a loaded machine a
+// sign-in (argon2 under -race) once took 45 s and was answered 503 while the
+// browser was still willing to wait. A test may set its own; the last value
+// of a name wins.
 func processEnv(settings ...string) []string {
 	var environ []string
 	for _, kv := range os.Environ() {
@@ -311,6 +317,7 @@ func processEnv(settings ...string) []string {
 		}
 		environ = append(environ, kv)
 	}
+	environ = append(environ, "GANTRY_REQUEST_TIMEOUT="+browserWait.String())
 	return append(environ, settings...)
 }
 

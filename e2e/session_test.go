@@ -69,13 +69,26 @@ func newPage(t *testing.T) playwright.Page {
 	return page
 }
 
-// open navigates to url and requires the given HTTP status.
+// open navigates to url and requires the given HTTP status. It first stops
+// the page it leaves (see holdStill), so that a refresh the old page had
+// scheduled cannot fire during this navigation: on a busy machine one did,
+// and the navigation came back without a response.
 func open(t *testing.T, page playwright.Page, url string, status int) {
 	t.Helper()
+	holdStill(page)
 	resp, err := page.Goto(url)
 	require.NoError(t, err, "opening %s", url)
 	require.NotNil(t, resp, "opening %s: no response", url)
 	require.Equal(t, status, resp.Status(), "GET %s", url)
+}
+
+// holdStill cancels whatever page is still loading and any refresh it has
+// scheduled: pages of work in progress reload themselves every few seconds
+// (<meta http-equiv="refresh">), and Chromium's window.stop() cancels that
+// timer. The page stays as it is, but no longer refreshes. Best effort: a
+// page with no document yet has nothing to stop.
+func holdStill(page playwright.Page) {
+	_, _ = page.Evaluate(`() => window.stop()`)
 }
 
 // submitLogin fills the sign-in form already on the page, submits it, and
