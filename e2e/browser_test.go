@@ -90,7 +90,11 @@ func launchBrowser() (*playwright.Playwright, playwright.Browser, error) {
 // saveScreenshot writes a full-page PNG of page to screenshots/<name>.png,
 // relative to the e2e package directory (the test's working directory).
 // Characters unsafe in file names (such as the "/" in subtest names) become "_".
-// It fails the test on error.
+// It first waits for the page's load event (a page reached by a click may
+// still be loading its styles) and stops the page from refreshing itself
+// (holdStill), so that a slow capture on a busy machine shows the page, not
+// its reload; after a screenshot the page no longer refreshes. The capture
+// itself gets browserWait. It fails the test on error.
 func saveScreenshot(t testing.TB, page playwright.Page, name string) {
 	t.Helper()
 	name = strings.Map(func(r rune) rune {
@@ -108,10 +112,18 @@ func saveScreenshot(t testing.TB, page playwright.Page, name string) {
 		t.Fatalf("saveScreenshot: create %s: %v", dir, err)
 	}
 	path := filepath.Join(dir, name+".png")
+	if err := page.WaitForLoadState(playwright.PageWaitForLoadStateOptions{
+		State:   playwright.LoadStateLoad,
+		Timeout: playwright.Float(browserTimeout),
+	}); err != nil {
+		t.Fatalf("saveScreenshot: %s: the page did not finish loading: %v", path, err)
+	}
+	holdStill(page)
 	if _, err := page.Screenshot(playwright.PageScreenshotOptions{
 		Path:     playwright.String(path),
 		FullPage: playwright.Bool(true),
 		Type:     playwright.ScreenshotTypePng,
+		Timeout:  playwright.Float(browserTimeout),
 	}); err != nil {
 		t.Fatalf("saveScreenshot: %s: %v", path, err)
 	}

@@ -18,8 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// devFirstReadyTimeout allows for initdb on the first `gantry dev`.
-const devFirstReadyTimeout = 60 * time.Second
+// devFirstReadyTimeout allows for initdb on the first `gantry dev` (and, for
+// --demo, loading the demo) on a busy machine.
+const devFirstReadyTimeout = 3 * time.Minute
+
+// outputWait bounds the wait for a line a process prints once it is ready.
+const outputWait = time.Minute
 
 // TestDevKilledAndRestarted: `gantry dev` without DATABASE_URL runs its own
 // PostgreSQL in GANTRY_DATA_DIR. Killed outright, alone or together with its
@@ -175,7 +179,7 @@ func childrenOf(pid int) []int {
 // returns all of stdout.
 func waitForOutput(t *testing.T, p *process, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(outputWait)
 	for {
 		out := p.stdout.String()
 		if strings.Contains(out, want) {
@@ -183,7 +187,7 @@ func waitForOutput(t *testing.T, p *process, want string) string {
 		}
 		if time.Now().After(deadline) {
 			p.logTail(t)
-			t.Fatalf("%s did not print %q", p.name, want)
+			t.Fatalf("%s did not print %q within %v", p.name, want, outputWait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -116,7 +116,7 @@ environments:
 
 	// The index: capacity pictures, the dirty queue, the tables.
 	integration := page.Locator(`[data-testid=pool][data-pool=integration]`)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(conditionWait)
 	for {
 		open(t, page, srv.URL+"/environments", 200)
 		dirtyRows, err := page.Locator(`[data-testid=dirty-row]`).Count()

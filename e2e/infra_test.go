@@ -23,7 +23,7 @@ import (
 
 const (
 	webhookSecret = "It's a Secret to Everybody"
-	infraWait     = 90 * time.Second
+	infraWait     = conditionWait // plans and applies run real terraform
 )
 
 // TestInfrastructureDelivery is seed 000 against the real binary: a

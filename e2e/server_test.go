@@ -24,11 +24,19 @@ import (
 	"github.com/gantryhq/gantry/internal/testdb"
 )
 
+// The bounds below are for waits on conditions (a process answering, a
+// process exiting, a command finishing, a job's effect appearing): each wait
+// ends as soon as its condition holds, so the bounds only decide how long a
+// broken test takes to fail. They are minutes, not seconds, so that a busy
+// machine (every package at once, the binary built with -race, two cores)
+// slows the tests down without failing them.
 const (
-	readyTimeout = 30 * time.Second // a process must answer /readyz within this
-	stopTimeout  = 20 * time.Second // and exit within this after SIGTERM/SIGINT
-	cliTimeout   = time.Minute      // one `gantry admin ...` command
-	secretKey    = "e2e-secret-key-0123456789abcdef-0123456789abcdef"
+	readyTimeout  = 2 * time.Minute // a process must answer /readyz within this
+	stopTimeout   = time.Minute     // and exit within this after SIGTERM/SIGINT
+	cliTimeout    = 2 * time.Minute // one `gantry admin ...` command
+	apiTimeout    = time.Minute     // one API call
+	conditionWait = 3 * time.Minute // work a test polls for: jobs, cleanups, runs
+	secretKey     = "e2e-secret-key-0123456789abcdef-0123456789abcdef"
 )
 
 // process is one running gantry process. Its stdout is kept in memory (the
@@ -135,7 +143,9 @@ func (p *process) logTail(t *testing.T) {
 // if the process exits, and after timeout otherwise.
 func (p *process) waitReady(t *testing.T, baseURL string, timeout time.Duration) {
 	t.Helper()
-	client := &http.Client{Timeout: 2 * time.Second}
+	// Each try may take a while on a busy machine: a short per-request
+	// timeout would give up on every slow answer and never see the 200.
+	client := &http.Client{Timeout: 15 * time.Second}
 	deadline := time.Now().Add(timeout)
 	last := "no answer yet"
 	for {
@@ -254,7 +264,7 @@ func callAPI(t *testing.T, method, url, token string, body any) (int, []byte) {
 		require.NoError(t, err)
 		reader = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, reader)
 	require.NoError(t, err)
@@ -292,6 +302,12 @@ type apiErrorBody struct {
 // processEnv is this process's environment without any Gantry setting (a
 // developer's GANTRY_* or DATABASE_URL must not leak into the process under
 // test: unknown GANTRY_* names are even refused), plus settings.
+//
+// The server's own request deadline (GANTRY_REQUEST_TIMEOUT, 30 s by
+// default) is raised to the browser's, browserWait: on a loaded machine a
+// sign-in (argon2 under -race) once took 45 s and was answered 503 while the
+// browser was still willing to wait. A test may set its own; the last value
+// of a name wins.
 func processEnv(settings ...string) []string {
 	var environ []string
 	for _, kv := range os.Environ() {
@@ -301,6 +317,7 @@ func processEnv(settings ...string) []string {
 		}
 		environ = append(environ, kv)
 	}
+	environ = append(environ, "GANTRY_REQUEST_TIMEOUT="+browserWait.String())
 	return append(environ, settings...)
 }
 

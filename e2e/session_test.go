@@ -5,19 +5,28 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/playwright-community/playwright-go"
 	"github.com/stretchr/testify/require"
 )
 
+// browserWait bounds every browser action, navigation, screenshot and
+// retrying assertion. Each returns as soon as its condition holds, so the
+// bound only decides how long a broken test takes to fail: it is generous so
+// that a busy machine (make test runs every package at once, with -race, on
+// two cores) makes the tests slower, never red. With 10 s, River UI's first
+// render and full-page screenshots failed when the machine was busy.
+const browserWait = 90 * time.Second
+
 const (
-	browserTimeout = 10_000 // ms, for every browser action and assertion
+	browserTimeout = float64(browserWait / time.Millisecond) // browserWait in Playwright's unit
 	desktopWidth   = 1280
 	desktopHeight  = 800
 )
 
 // expect is Playwright's retrying assertions (they poll until they hold or
-// browserTimeout passes).
+// browserWait passes).
 var expect = playwright.NewPlaywrightAssertions(browserTimeout)
 
 // newPage opens a page in a new browser context of its own (no cookies
@@ -29,6 +38,8 @@ func newPage(t *testing.T) playwright.Page {
 		Viewport: &playwright.Size{Width: desktopWidth, Height: desktopHeight},
 	})
 	require.NoError(t, err)
+	// Once for the context, so every page, action and navigation in it
+	// waits up to browserWait.
 	bctx.SetDefaultTimeout(browserTimeout)
 	bctx.SetDefaultNavigationTimeout(browserTimeout)
 	page, err := bctx.NewPage()
@@ -58,13 +69,26 @@ func newPage(t *testing.T) playwright.Page {
 	return page
 }
 
-// open navigates to url and requires the given HTTP status.
+// open navigates to url and requires the given HTTP status. It first stops
+// the page it leaves (see holdStill), so that a refresh the old page had
+// scheduled cannot fire during this navigation: on a busy machine one did,
+// and the navigation came back without a response.
 func open(t *testing.T, page playwright.Page, url string, status int) {
 	t.Helper()
+	holdStill(page)
 	resp, err := page.Goto(url)
 	require.NoError(t, err, "opening %s", url)
 	require.NotNil(t, resp, "opening %s: no response", url)
 	require.Equal(t, status, resp.Status(), "GET %s", url)
+}
+
+// holdStill cancels whatever page is still loading and any refresh it has
+// scheduled: pages of work in progress reload themselves every few seconds
+// (<meta http-equiv="refresh">), and Chromium's window.stop() cancels that
+// timer. The page stays as it is, but no longer refreshes. Best effort: a
+// page with no document yet has nothing to stop.
+func holdStill(page playwright.Page) {
+	_, _ = page.Evaluate(`() => window.stop()`)
 }
 
 // submitLogin fills the sign-in form already on the page, submits it, and

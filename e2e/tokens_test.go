@@ -88,7 +88,7 @@ func TestTokenLifecycle(t *testing.T) {
 	select {
 	case msg := <-dialogs:
 		require.Contains(t, msg, "Revoke this token?")
-	case <-time.After(browserTimeout * time.Millisecond):
+	case <-time.After(browserWait):
 		t.Fatal("revoking did not ask for confirmation (data-confirm)")
 	}
 	require.NoError(t, expect.Page(page).ToHaveURL(srv.URL+"/tokens"))
