@@ -17,14 +17,14 @@ import (
 type LogEntry struct {
 	bun.BaseModel `bun:"table:deployment_log,alias:e"`
 
-	ID           int64          `bun:",pk,autoincrement" json:"id"`
-	DeploymentID string         `bun:",notnull" json:"deployment_id"`
-	TargetID     string         `bun:",notnull" json:"target_id"`
-	Revision     string         `bun:",notnull" json:"revision"`
-	Event        string         `bun:",notnull" json:"event"`
-	Actor        string         `bun:",notnull" json:"actor"`
-	Detail       map[string]any `bun:",type:jsonb,notnull" json:"detail"`
-	CreatedAt    time.Time      `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
+	ID           int64          `bun:",pk,autoincrement"`
+	DeploymentID string         `bun:",notnull"`
+	TargetID     string         `bun:",notnull"`
+	Revision     string         `bun:",notnull"`
+	Event        string         `bun:",notnull"`
+	Actor        string         `bun:",notnull"`
+	Detail       map[string]any `bun:",type:jsonb,notnull"`
+	CreatedAt    time.Time      `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // AppendLog writes e inside the caller's transaction (or on its own when db

@@ -13,18 +13,18 @@ import (
 type APIToken struct {
 	bun.BaseModel `bun:"table:api_tokens"`
 
-	ID         int64      `bun:",pk,autoincrement" json:"id"`
-	UserID     int64      `bun:",notnull" json:"user_id"`
-	Name       string     `json:"name"`
-	Prefix     string     `json:"prefix"`
-	TokenHash  []byte     `json:"-"`
-	Scopes     []string   `bun:",array" json:"scopes"`
-	CreatedAt  time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
-	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
-	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
-	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	ID         int64 `bun:",pk,autoincrement"`
+	UserID     int64 `bun:",notnull"`
+	Name       string
+	Prefix     string
+	TokenHash  []byte    `json:"-"` // never shown, whatever encodes the row
+	Scopes     []string  `bun:",array"`
+	CreatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
 
-	User *User `bun:"rel:belongs-to,join:user_id=id" json:"user,omitempty"`
+	User *User `bun:"rel:belongs-to,join:user_id=id"`
 }
 
 // Active reports whether the token still authenticates.

@@ -48,14 +48,14 @@ func (r Role) rank() int {
 type User struct {
 	bun.BaseModel `bun:"table:users"`
 
-	ID           int64      `bun:",pk,autoincrement" json:"id"`
-	Email        string     `json:"email"`
-	Name         string     `json:"name"`
-	Role         Role       `json:"role"`
-	PasswordHash string     `json:"-"`
-	DisabledAt   *time.Time `json:"disabled_at,omitempty"`
-	CreatedAt    time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"created_at"`
-	UpdatedAt    time.Time  `bun:",nullzero,notnull,default:current_timestamp" json:"updated_at"`
+	ID           int64 `bun:",pk,autoincrement"`
+	Email        string
+	Name         string
+	Role         Role
+	PasswordHash string `json:"-"` // never shown, whatever encodes the row
+	DisabledAt   *time.Time
+	CreatedAt    time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	UpdatedAt    time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // Disabled reports whether the user may no longer sign in.

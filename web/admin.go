@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -271,14 +270,11 @@ func (s *Server) apiListUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"users": users})
-}
-
-type createUserRequest struct {
-	Email    string `json:"email"`
-	Name     string `json:"name"`
-	Role     string `json:"role"`
-	Password string `json:"password"`
+	out := make([]UserJSON, len(users))
+	for i := range users {
+		out[i] = UserJSONOf(&users[i])
+	}
+	return c.JSON(http.StatusOK, map[string]any{"users": out})
 }
 
 func (s *Server) apiCreateUser(c echo.Context) error {
@@ -290,12 +286,7 @@ func (s *Server) apiCreateUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, u)
-}
-
-type updateUserRequest struct {
-	Role     *string `json:"role"`
-	Disabled *bool   `json:"disabled"`
+	return c.JSON(http.StatusCreated, UserJSONOf(u))
 }
 
 func (s *Server) apiUpdateUser(c echo.Context) error {
@@ -307,26 +298,10 @@ func (s *Server) apiUpdateUser(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	ctx, actor := c.Request().Context(), principalOf(c).Actor()
-	// Both changes or neither.
-	err = s.DB.Bun.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		if in.Role != nil {
-			if err := access.SetRole(ctx, tx, id, *in.Role, actor); err != nil {
-				return err
-			}
-		}
-		if in.Disabled != nil {
-			return access.SetDisabled(ctx, tx, id, *in.Disabled, actor)
-		}
-		return nil
-	})
+	u, err := access.UpdateUser(c.Request().Context(), s.DB.Bun, id, access.UserChange{Role: in.Role, Disabled: in.Disabled}, principalOf(c).Actor())
 	if err != nil {
 		return err
 	}
 	s.authCache.forget()
-	u, err := models.UserByID(ctx, s.DB.Bun, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, u)
+	return c.JSON(http.StatusOK, UserJSONOf(u))
 }

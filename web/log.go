@@ -272,12 +272,6 @@ func withParam(q url.Values, key, value string) string {
 	return out.Encode()
 }
 
-// logPage is one page of the API timeline.
-type logPage struct {
-	Entries []models.LogEntry `json:"entries"`
-	Next    string            `json:"next,omitempty"` // URL of the next (older) page
-}
-
 func (s *Server) apiListLog(c echo.Context) error {
 	f, _, err := logFilter(c)
 	if err != nil {
@@ -290,30 +284,17 @@ func (s *Server) apiListLog(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page := logPage{Entries: entries}
+	page := logPageJSON{Entries: logEntriesJSONOf(entries)}
 	if len(entries) == f.Limit && f.AfterID == 0 {
 		page.Next = "/api/v1/log?" + withParam(c.QueryParams(), "before", strconv.FormatInt(entries[len(entries)-1].ID, 10))
 	}
-	if page.Entries == nil {
-		page.Entries = []models.LogEntry{}
-	}
 	return c.JSON(http.StatusOK, page)
-}
-
-// newLogEntry is what a CI job sends to record something that happened
-// outside Gantry (a build registered, a test suite passed).
-type newLogEntry struct {
-	DeploymentID string         `json:"deployment_id"`
-	TargetID     string         `json:"target_id"`
-	Revision     string         `json:"revision"`
-	Event        string         `json:"event"`
-	Detail       map[string]any `json:"detail"`
 }
 
 const maxLogField = 512
 
 func (s *Server) apiAppendLog(c echo.Context) error {
-	var in newLogEntry
+	var in newLogEntryRequest
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
@@ -337,7 +318,7 @@ func (s *Server) apiAppendLog(c echo.Context) error {
 	if err := models.AppendLog(c.Request().Context(), s.DB.Bun, e); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, e)
+	return c.JSON(http.StatusCreated, logEntryJSONOf(e))
 }
 
 // granularityParams reads target and the event names of one level.
@@ -372,7 +353,7 @@ func (s *Server) apiLatestRevision(c echo.Context) error {
 		}
 		return err
 	}
-	return c.JSON(http.StatusOK, e)
+	return c.JSON(http.StatusOK, logEntryJSONOf(e))
 }
 
 // apiInProgress lists revisions that started and have not finished at the
@@ -396,8 +377,5 @@ func (s *Server) apiInProgress(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if entries == nil {
-		entries = []models.LogEntry{}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"target": target, "in_progress": entries})
+	return c.JSON(http.StatusOK, map[string]any{"target": target, "in_progress": logEntriesJSONOf(entries)})
 }

@@ -136,19 +136,6 @@ func parseExpiresIn(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// createTokenRequest is the API's body for a new token.
-type createTokenRequest struct {
-	Name      string   `json:"name"`
-	Scopes    []string `json:"scopes"`
-	ExpiresIn string   `json:"expires_in"` // Go duration, e.g. "720h"; empty: never
-}
-
-// createdToken is the one response that carries a token's secret.
-type createdToken struct {
-	Token  models.APIToken `json:"token"`
-	Secret string          `json:"secret"`
-}
-
 func (s *Server) apiCreateToken(c echo.Context) error {
 	p := principalOf(c)
 	var in createTokenRequest
@@ -165,8 +152,9 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	t.User = nil
-	return c.JSON(http.StatusCreated, createdToken{Token: *t, Secret: secret})
+	out := createdTokenJSON{Token: TokenJSONOf(t), Secret: secret}
+	out.Token.User = nil // the caller: no need to repeat them
+	return c.JSON(http.StatusCreated, out)
 }
 
 func (s *Server) apiListTokens(c echo.Context) error {
@@ -174,13 +162,12 @@ func (s *Server) apiListTokens(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	out := make([]TokenJSON, len(tokens))
 	for i := range tokens {
-		tokens[i].User = nil
+		out[i] = TokenJSONOf(&tokens[i])
+		out[i].User = nil // the caller's own: no need to repeat them
 	}
-	if tokens == nil {
-		tokens = []models.APIToken{}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"tokens": tokens})
+	return c.JSON(http.StatusOK, map[string]any{"tokens": out})
 }
 
 func (s *Server) apiRevokeToken(c echo.Context) error {
@@ -192,9 +179,9 @@ func (s *Server) apiRevokeToken(c echo.Context) error {
 
 func (s *Server) apiMe(c echo.Context) error {
 	p := principalOf(c)
-	out := map[string]any{"user": p.User}
+	out := meJSON{User: UserJSONOf(p.User)}
 	if p.Token != nil {
-		out["token"] = map[string]any{"id": p.Token.ID, "name": p.Token.Name, "scopes": p.Token.Scopes}
+		out.Token = &meTokenJSON{ID: p.Token.ID, Name: p.Token.Name, Scopes: p.Token.Scopes}
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/web"
 )
 
 func (c *cli) adminCommand() *cobra.Command {
@@ -97,7 +98,11 @@ func (c *cli) userList() *cobra.Command {
 			return err
 		}
 		if *output == "json" {
-			return json.NewEncoder(c.stdout).Encode(users)
+			out := make([]web.UserJSON, len(users))
+			for i := range users {
+				out[i] = web.UserJSONOf(&users[i])
+			}
+			return json.NewEncoder(c.stdout).Encode(out)
 		}
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tEMAIL\tNAME\tROLE\tSTATUS\tCREATED")
@@ -244,7 +249,11 @@ func (c *cli) tokenList() *cobra.Command {
 			return err
 		}
 		if *output == "json" {
-			return json.NewEncoder(c.stdout).Encode(tokens)
+			out := make([]web.TokenJSON, len(tokens))
+			for i := range tokens {
+				out[i] = web.TokenJSONOf(&tokens[i])
+			}
+			return json.NewEncoder(c.stdout).Encode(out)
 		}
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tOWNER\tSCOPES\tLAST USED\tSTATUS")

@@ -14,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/web"
 )
 
 // gantry runs the command in-process with exactly the given environment.
@@ -128,9 +129,10 @@ func TestAdminCommands(t *testing.T) {
 
 	out, _, err = gantry(t, env, "admin", "user", "list", "-o", "json")
 	require.NoError(t, err)
-	var users []models.User
+	var users []web.UserJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &users))
 	require.Len(t, users, 1)
+	require.Equal(t, "ada@example.com", users[0].Email, "the API's shape")
 	require.NotContains(t, out, "argon2id", "password hashes are never printed")
 
 	secret, stderr, err := gantry(t, env, "admin", "token", "create", "--user", "ada@example.com", "--name", "ci", "--scopes", "read,write")
