@@ -178,7 +178,7 @@ func TestEnvironmentPagesWithPools(t *testing.T) {
 
 	res, body = b.call(t, "DELETE", "/allocations/"+held.ID, token, `{"outcome":"success"}`)
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
-	b.waitStatus(t, held.Environment, models.EnvAvailable)
+	b.WaitEnvironment(t, held.Environment, models.EnvAvailable)
 
 	t.Run("after release the page shows the cleanup output and the ended allocation", func(t *testing.T) {
 		_, page, _ := br.get(t, "/environments/"+strconv.FormatInt(env.ID, 10))
@@ -299,7 +299,7 @@ func TestDirtyEnvironmentActions(t *testing.T) {
 	lease := decodeAllocation(t, body).Allocations[0]
 	res, body = b.call(t, "DELETE", "/allocations/"+lease.ID, token, `{"outcome":"failure"}`)
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
-	env := b.waitStatus(t, key, models.EnvDirty)
+	env := b.WaitEnvironment(t, key, models.EnvDirty)
 	envURL := "/environments/" + strconv.FormatInt(env.ID, 10)
 
 	b.user(t, "vera@example.com", models.RoleViewer)
@@ -345,7 +345,7 @@ func TestDirtyEnvironmentActions(t *testing.T) {
 		_, page, _ := operator.get(t, "/environments")
 		require.Contains(t, page, "Cleaning "+database+" again")
 		// The template is still missing: the retry fails too.
-		b.waitStatus(t, key, models.EnvDirty)
+		b.WaitEnvironment(t, key, models.EnvDirty)
 	})
 	t.Run("the page refreshes itself while cleaning", func(t *testing.T) {
 		_, err := b.db.Pool.Exec(context.Background(), "UPDATE environments SET status = 'cleaning' WHERE id = $1 AND status = 'dirty'", env.ID)

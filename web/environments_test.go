@@ -116,23 +116,6 @@ func TestAllocationBadInput(t *testing.T) {
 	})
 }
 
-// waitStatus polls an environment until it reaches status.
-func (b *bundle) waitStatus(t testing.TB, key, status string) *models.Environment {
-	t.Helper()
-	var env *models.Environment
-	require.Eventually(t, func() bool {
-		envs, err := models.ListEnvironments(context.Background(), b.db.Bun, models.EnvironmentFilter{WithDeregistered: true})
-		require.NoError(t, err)
-		for i := range envs {
-			if envs[i].Key == key {
-				env = &envs[i]
-			}
-		}
-		return env != nil && env.Status == status
-	}, 30*time.Second, 100*time.Millisecond, "environment %s never became %s", key, status)
-	return env
-}
-
 func TestPostgresLeaseLifecycle(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -163,7 +146,7 @@ func TestPostgresLeaseLifecycle(t *testing.T) {
 	_, err = pgx.Connect(ctx, lease.Credentials.URL)
 	require.Error(t, err, "the credentials no longer connect")
 
-	env := b.waitStatus(t, lease.Environment, models.EnvAvailable)
+	env := b.WaitEnvironment(t, lease.Environment, models.EnvAvailable)
 	require.Contains(t, env.CleanupOutput, "recreating database")
 	require.NotNil(t, env.LastReleasedAt)
 

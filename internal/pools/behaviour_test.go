@@ -119,7 +119,7 @@ func TestAllocationTimeoutAndExtension(t *testing.T) {
 	_, _, err = h.svc.Extend(ctx, extended.Allocation.ID, 2*time.Hour, "ci", "client:ci")
 	require.Contains(t, invalidFields(t, err), "duration", "beyond the pool's max_session")
 
-	h.waitStatus(t, forgotten.Environment.Key, models.EnvAvailable)
+	h.WaitEnvironment(t, forgotten.Environment.Key, models.EnvAvailable)
 	got, err := models.AllocationByID(ctx, h.db.Bun, forgotten.Allocation.ID)
 	require.NoError(t, err)
 	require.NotNil(t, got.EndedBy)
@@ -149,8 +149,8 @@ func TestDeregistrationOfAnAllocatedEnvironment(t *testing.T) {
 
 	// Remove both environments from gantry.yaml.
 	h.sync(t, "clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n  - name: shrinking\n    kind: postgres\n    postgres: {admin_url_env: POOL_PG_URL}\n")
-	h.waitStatus(t, "postgres:"+free, models.EnvDeregistered)
-	env := h.waitStatus(t, held.Environment.Key, models.EnvInUse)
+	h.WaitEnvironment(t, "postgres:"+free, models.EnvDeregistered)
+	env := h.WaitEnvironment(t, held.Environment.Key, models.EnvInUse)
 	require.True(t, env.Deregistering(), "the held one waits for its allocation")
 
 	capacity, err := models.Capacity(ctx, h.db.Bun)
@@ -163,7 +163,7 @@ func TestDeregistrationOfAnAllocatedEnvironment(t *testing.T) {
 	require.Equal(t, apperr.Invalid, apperr.CodeOf(err), "a pool whose environments are all leaving can never serve: %v", err)
 
 	h.release(t, held, "")
-	env = h.waitStatus(t, held.Environment.Key, models.EnvDeregistered)
+	env = h.WaitEnvironment(t, held.Environment.Key, models.EnvDeregistered)
 	require.NotNil(t, env.DeregisteredAt, "operators see when de-registration completed")
 }
 
@@ -184,10 +184,10 @@ func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
 		h.release(t, leases[0], "failure")
 	}
 
-	failing := h.waitStatus(t, envOf["failing"], models.EnvDirty)
+	failing := h.WaitEnvironment(t, envOf["failing"], models.EnvDirty)
 	require.Contains(t, failing.CleanupOutput, "removing leftovers")
 	require.Contains(t, failing.CleanupOutput, "cleanup command exited with 3")
-	hanging := h.waitStatus(t, envOf["hanging"], models.EnvDirty)
+	hanging := h.WaitEnvironment(t, envOf["hanging"], models.EnvDirty)
 
 	notified := map[string]string{}
 	for len(notified) < 2 {
@@ -212,13 +212,13 @@ func TestFailingAndHangingCleanupsEndDirty(t *testing.T) {
 	t.Run("mark clean", func(t *testing.T) {
 		_, err := h.svc.MarkClean(ctx, hanging.ID, "user:ops@example.com")
 		require.NoError(t, err)
-		h.waitStatus(t, envOf["hanging"], models.EnvAvailable)
+		h.WaitEnvironment(t, envOf["hanging"], models.EnvAvailable)
 		_, err = h.svc.MarkClean(ctx, hanging.ID, "user:ops@example.com")
 		require.Error(t, err, "only dirty environments")
 	})
 	t.Run("retry cleanup", func(t *testing.T) {
 		require.NoError(t, h.svc.RetryCleanup(ctx, failing.ID, "user:ops@example.com"))
-		again := h.waitStatus(t, envOf["failing"], models.EnvDirty)
+		again := h.WaitEnvironment(t, envOf["failing"], models.EnvDirty)
 		require.NotEqual(t, *failing.CleanupID, *again.CleanupID, "a new cleanup ran")
 	})
 	names := h.events(t, "environment:"+envOf["failing"])

@@ -3,7 +3,6 @@ package pools_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -64,23 +63,6 @@ func (h *harness) release(t *testing.T, l pools.Lease, outcome string) *models.A
 	a, _, err := h.svc.Release(context.Background(), l.Allocation.ID, "ci", models.EndedByClient, outcome, "client:ci")
 	require.NoError(t, err)
 	return a
-}
-
-// waitStatus polls an environment until it reaches status.
-func (h *harness) waitStatus(t *testing.T, key, status string) *models.Environment {
-	t.Helper()
-	var env *models.Environment
-	require.Eventually(t, func() bool {
-		envs, err := models.ListEnvironments(context.Background(), h.db.Bun, models.EnvironmentFilter{WithDeregistered: true})
-		require.NoError(t, err)
-		for i := range envs {
-			if envs[i].Key == key {
-				env = &envs[i]
-			}
-		}
-		return env != nil && env.Status == status
-	}, 30*time.Second, 100*time.Millisecond, "environment %s never became %s", key, status)
-	return env
 }
 
 // events are the log's event names for target, newest first.

@@ -9,9 +9,7 @@ package servertest
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/app"
@@ -185,51 +182,6 @@ func (s *Server) StartWorkers(t testing.TB) {
 	t.Cleanup(s.stopWorkers)
 }
 
-// Pool describes one postgres pool of fresh databases for a test.
-type Pool struct {
-	Name           string
-	Size           int
-	Session        string
-	MaxSession     string
-	CleanupTimeout string
-	Cleanup        string             // YAML flow sequence: the cleanup command
-	Caps           func(i int) string // YAML flow map of environment i's capabilities
-}
-
-// ApplyPools registers the pools (and a client "ci" whose user is
-// ci@example.com) through the real gantry.yaml path, with notifications to
-// ops@example.com and the webhook receiver, and returns each pool's database
-// names. Everything is released and dropped when the test ends.
-func (s *Server) ApplyPools(t testing.TB, specs ...Pool) map[string][]string {
-	t.Helper()
-	var yaml, envs strings.Builder
-	yaml.WriteString("clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n")
-	dbs := map[string][]string{}
-	suffix := strings.ToLower(rand.Text()[:8])
-	for _, p := range specs {
-		fmt.Fprintf(&yaml, "  - name: %s\n    kind: postgres\n    postgres: {admin_url_env: %s}\n    notify: {webhook: %q, emails: [ops@example.com]}\n",
-			p.Name, PoolAdminEnv, s.WebhookURL)
-		for key, v := range map[string]string{"session": p.Session, "max_session": p.MaxSession, "cleanup_timeout": p.CleanupTimeout, "cleanup": p.Cleanup} {
-			if v != "" {
-				fmt.Fprintf(&yaml, "    %s: %s\n", key, v)
-			}
-		}
-		for i := 0; i < p.Size; i++ {
-			db := fmt.Sprintf("gtest_%s_%s_%d", suffix, strings.ReplaceAll(p.Name, "-", "_"), i)
-			dbs[p.Name] = append(dbs[p.Name], db)
-			caps := "{}"
-			if p.Caps != nil {
-				caps = p.Caps(i)
-			}
-			fmt.Fprintf(&envs, "  - {pool: %s, database: %s, capabilities: %s}\n", p.Name, db, caps)
-		}
-	}
-	yaml.WriteString("environments:\n" + envs.String())
-	s.Sync(t, yaml.String())
-	t.Cleanup(func() { s.dropPools(dbs) })
-	return dbs
-}
-
 // Sync applies yaml as gantry.yaml; every variable it names counts as set.
 func (s *Server) Sync(t testing.TB, yaml string) {
 	t.Helper()
@@ -237,29 +189,6 @@ func (s *Server) Sync(t testing.TB, yaml string) {
 	require.NoError(t, err, yaml)
 	_, err = s.App.SyncConfig(context.Background(), f, "test")
 	require.NoError(t, err)
-}
-
-func (s *Server) dropPools(dbs map[string][]string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// A cleanup job running after the drop would create the database again.
-	if s.stopWorkers != nil {
-		s.stopWorkers()
-	}
-	active, _ := models.ListAllocations(ctx, s.DB.Bun, models.AllocationFilter{ActiveOnly: true, Limit: 500})
-	for _, a := range active {
-		_, _, _ = s.Pools.Release(ctx, a.ID, "", models.EndedByOperator, "", "test-cleanup")
-	}
-	conn, err := pgx.Connect(ctx, testdb.AdminURL())
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	for _, names := range dbs {
-		for _, db := range names {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)")
-		}
-	}
 }
 
 // testLogger discards the server's log unless GANTRY_TEST_LOG is set (to
