@@ -32,7 +32,7 @@ func leaseActor(c echo.Context) string {
 func (s *environmentsHandlers) allocate(c echo.Context) error {
 	var in allocateRequest
 	if err := bindJSON(c, &in); err != nil {
-		s.metrics.allocation(in.Pool, http.StatusBadRequest, nil)
+		s.allocationMetrics.request(in.Pool, http.StatusBadRequest, nil)
 		return err
 	}
 	req := allocation.Request{Pool: in.Pool, Requester: in.Requester}
@@ -40,7 +40,7 @@ func (s *environmentsHandlers) allocate(c echo.Context) error {
 		req.Requirements = append(req.Requirements, allocation.Requirement{Capabilities: r.Capabilities})
 	}
 	leases, err := s.Pools.Allocate(c.Request().Context(), req, leaseClientOf(c).Name, leaseActor(c))
-	s.metrics.allocation(in.Pool, responseStatus(err), req.Wanted())
+	s.allocationMetrics.request(in.Pool, responseStatus(err), req.Wanted())
 	if apperr.CodeOf(err) == apperr.Locked {
 		c.Response().Header().Set("Retry-After", lockedRetryAfter)
 	}
@@ -83,7 +83,7 @@ func (s *environmentsHandlers) releaseAllocation(c echo.Context) error {
 		return err
 	}
 	if ended {
-		s.metrics.outcome(a)
+		s.allocationMetrics.outcome(a)
 	}
 	return c.JSON(http.StatusOK, leaseJSONOf(a, a.Environment, nil))
 }

@@ -14,7 +14,8 @@ import (
 // server's shared parts and the area's service.
 type environmentsHandlers struct {
 	*Server
-	Pools *pools.Service
+	Pools             *pools.Service
+	allocationMetrics *allocationMetrics
 }
 
 // EnvironmentsArea is the environment pools area (seed 001) on the web: the
@@ -44,7 +45,7 @@ func EnvironmentsArea(svc *pools.Service) Area {
 			return line, nil
 		},
 		Routes: func(r *Router) {
-			s := &environmentsHandlers{Server: r.s, Pools: svc}
+			s := &environmentsHandlers{Server: r.s, Pools: svc, allocationMetrics: newAllocationMetrics(r.s.Registry)}
 			r.Page(http.MethodGet, "/environments", s.environmentsPage, models.RoleViewer)
 			r.Page(http.MethodGet, "/environments/allocations", s.allocationHistoryPage, models.RoleViewer)
 			r.Page(http.MethodGet, "/environments/:id", s.environmentPage, models.RoleViewer)
