@@ -2,13 +2,12 @@ package web
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/views"
 	"github.com/gantryhq/gantry/views/components"
@@ -68,8 +67,22 @@ func (r *Router) RootAndAPI(method, path string, h echo.HandlerFunc, guard echo.
 // token and no rate limit per token; bodies may be up to maxBody bytes
 // instead of the usual 1 MB; errors are JSON.
 func (r *Router) Webhook(path string, h echo.HandlerFunc, maxBody int64) {
-	r.s.echo.POST(path, h, middleware.BodyLimit(fmt.Sprintf("%dB", maxBody)))
+	r.s.echo.POST(path, h, declaredBodyLimit(maxBody))
 	r.s.machine[path] = machineRoute{signed: true}
+}
+
+// declaredBodyLimit refuses a body whose declared length is over max before
+// reading it, saying the real limit; the handler bounds what it reads, for
+// bodies that declare no length.
+func declaredBodyLimit(max int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if c.Request().ContentLength > max {
+				return apperr.New(apperr.Invalid, "The request body is larger than %d MB, the limit here.", max>>20)
+			}
+			return next(c)
+		}
+	}
 }
 
 // machineRoute is how a route that programs call (not browsers) is

@@ -23,7 +23,8 @@ import (
 // shared parts and the area's service.
 type infraHandlers struct {
 	*Server
-	Infra *infra.Service
+	Infra           *infra.Service
+	webhookFailures *failureLimit
 }
 
 // InfraArea is the infrastructure area (seed 000) on the web: repositories,
@@ -45,7 +46,7 @@ func InfraArea(svc *infra.Service) Area {
 				plural(a.RunsActive, "run", "runs"), plural(a.Voting, "execution", "executions")), nil
 		},
 		Routes: func(r *Router) {
-			s := &infraHandlers{Server: r.s, Infra: svc}
+			s := &infraHandlers{Server: r.s, Infra: svc, webhookFailures: newFailureLimit(webhookFailuresPerMinute)}
 			viewer, operator, approver := models.RoleViewer, models.RoleOperator, models.RoleApprover
 			// The output tails are JSON for the pages' own script.
 			r.Page(http.MethodGet, "/infra", s.infraPage, viewer)
@@ -77,6 +78,10 @@ func InfraArea(svc *infra.Service) Area {
 const (
 	// webhookPath is GitHub's way in (Router.Webhook: signed, no CSRF).
 	webhookPath = "/webhooks/github"
+	// webhookFailuresPerMinute is how many deliveries from one address may
+	// fail their signature in a minute (per process): GitHub's own never do
+	// once the secret is right, and each costs reading up to 25 MB.
+	webhookFailuresPerMinute = 10
 	// infraAPIRunsPage is how many runs the API lists unless asked.
 	infraAPIRunsPage = 50
 )
@@ -85,18 +90,35 @@ const (
 // a ping or a delivery already received, 204 for events that are not
 // Gantry's, 202 once the delivery is recorded with its job. The work is
 // never done in the request.
+//
+// A delivery costs its reader up to 25 MB, so what can be refused without
+// the body is: an address whose deliveries keep failing their signature
+// (429 for the rest of its minute), and a delivery without a signature
+// (401, body unread).
 func (s *infraHandlers) githubWebhook(c echo.Context) error {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, github.MaxPayloadSize+1))
-	if err != nil {
-		return apperr.New(apperr.Invalid, "Reading the delivery: %v.", err)
-	}
-	if len(body) > github.MaxPayloadSize {
-		return apperr.New(apperr.Invalid, "The delivery is larger than GitHub's %d MB limit.", github.MaxPayloadSize>>20)
+	ip := c.RealIP()
+	if !s.webhookFailures.allowed(ip) {
+		c.Response().Header().Set("Retry-After", "60")
+		return apperr.New(apperr.RateLimited, "Too many deliveries from %s failed their signature; wait a minute.", ip)
 	}
 	h := c.Request().Header
+	var body []byte
+	if h.Get(github.HeaderSignature) != "" {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(c.Request().Body, github.MaxPayloadSize+1))
+		if err != nil {
+			return apperr.New(apperr.Invalid, "Reading the delivery: %v.", err)
+		}
+		if len(body) > github.MaxPayloadSize {
+			return apperr.New(apperr.Invalid, "The delivery is larger than GitHub's %d MB limit.", github.MaxPayloadSize>>20)
+		}
+	}
 	res, err := s.Infra.ReceiveWebhook(c.Request().Context(), infra.Delivery{
 		Event: h.Get(github.HeaderEvent), ID: h.Get(github.HeaderDelivery), Signature: h.Get(github.HeaderSignature), Body: body,
 	})
+	if apperr.CodeOf(err) == apperr.Unauthorized {
+		s.webhookFailures.failed(ip)
+	}
 	if err != nil {
 		return err
 	}
