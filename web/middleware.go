@@ -75,6 +75,7 @@ func (s *Server) middleware() {
 		// River UI wants its root with the slash.
 		Skipper: func(c echo.Context) bool { return strings.HasPrefix(c.Request().URL.Path, riverUIPrefix+"/") },
 	}))
+	e.Use(s.bodyDeadline)
 	e.Use(middleware.RequestID())
 	e.Use(s.logRequests())
 	e.Use(s.metrics.middleware)
@@ -117,6 +118,22 @@ func (s *Server) middleware() {
 		},
 	}))
 	e.Use(refuseNUL)
+}
+
+// bodyDeadline bounds how long reading a request's body may take (the
+// server's ReadHeaderTimeout bounds its headers): a client trickling a body
+// a byte at a time would otherwise hold its connection and handler for as
+// long as it likes. The live streams, which read no body, are left alone:
+// a server-wide ReadTimeout would end them.
+func (s *Server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !isStream(c) {
+			// An error only means the connection cannot take a deadline
+			// (HTTP/2 in tests); the request timeout still applies.
+			_ = http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(s.Config.RequestTimeout))
+		}
+		return next(c)
+	}
 }
 
 // clientIP believes X-Forwarded-For only from the configured proxies, so a

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -415,4 +417,39 @@ func TestDatabaseOutage(t *testing.T) {
 	res, body := b.call(t, "GET", "/api/v1/log", token, "")
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, body)
 	require.Equal(t, "unavailable", errorCode(body))
+}
+
+// TestSlowBodiesTimeOut: a client that trickles its body (a byte now and
+// then) is cut off after the request timeout, not held open for as long as
+// it likes.
+func TestSlowBodiesTimeOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "GANTRY_REQUEST_TIMEOUT=2s")
+	token := b.token(t, b.user(t, "ci@example.com", models.RoleOperator), "write")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.srv.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /api/v1/log HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", token)
+	require.NoError(t, err)
+	// Keep trickling; the server must answer or close long before the
+	// body would be complete. The bound is generous for a busy machine.
+	done := make(chan string, 1)
+	go func() {
+		raw, _ := io.ReadAll(conn)
+		done <- string(raw)
+	}()
+	deadline := time.After(2 * time.Minute)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case answer := <-done:
+			require.NotContains(t, answer, "201 Created")
+			return
+		case <-tick.C:
+			_, _ = conn.Write([]byte(" "))
+		case <-deadline:
+			t.Fatal("a body trickled a byte every half second kept its connection for two minutes")
+		}
+	}
 }
