@@ -22,11 +22,11 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 unit: ## Go tests without the browser tests
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /e2e)
 
 e2e: ## browser tests only
 	scripts/install-e2e-tools
-	$(GO) test -race -count=1 ./e2e/
+	$(GO) test -race -count=1 -timeout 30m ./e2e/
 
 build: ## build bin/gantry
 	$(GO) build -trimpath -o bin/gantry ./cmd/gantry
