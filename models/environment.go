@@ -149,6 +149,20 @@ func ListPools(ctx context.Context, db bun.IDB) ([]Pool, error) {
 	return pools, err
 }
 
+// shownPoolsSQL selects the pools the pages show: those registered, and
+// those removed from gantry.yaml whose environments have not all left yet
+// (held ones leave when their allocations end).
+const shownPoolsSQL = `(SELECT name FROM pools WHERE removed_at IS NULL
+	OR EXISTS (SELECT 1 FROM environments AS g WHERE g.pool = pools.name AND g.status <> 'deregistered'))`
+
+// ListShownPools is ListPools and the removed pools whose environments
+// are still leaving.
+func ListShownPools(ctx context.Context, db bun.IDB) ([]Pool, error) {
+	var pools []Pool
+	err := db.NewSelect().Model(&pools).Where("name IN "+shownPoolsSQL).Order("name").Scan(ctx)
+	return pools, err
+}
+
 // UpsertEnvironment registers an environment or updates its description. An
 // environment that was deregistered (or was going to be) comes back.
 func UpsertEnvironment(ctx context.Context, db bun.IDB, e *Environment) error {

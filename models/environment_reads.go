@@ -55,7 +55,7 @@ type EnvironmentsIndexQuery struct {
 func EnvironmentsIndexPage(ctx context.Context, db bun.IDB, q EnvironmentsIndexQuery) (*EnvironmentsIndex, error) {
 	idx := &EnvironmentsIndex{Environments: map[string][]EnvironmentListing{}, States: map[string]map[string]int{}}
 	var err error
-	if idx.Pools, err = ListPools(ctx, db); err != nil {
+	if idx.Pools, err = ListShownPools(ctx, db); err != nil {
 		return nil, fmt.Errorf("listing pools: %w", err)
 	}
 	listed, err := ListEnvironmentPage(ctx, db, q.List)
@@ -114,7 +114,7 @@ func ListEnvironmentPage(ctx context.Context, db bun.IDB, f EnvironmentListFilte
 		ColumnExpr(environmentColumns).
 		ColumnExpr("row_number() OVER (PARTITION BY e.pool ORDER BY e.key) AS position").
 		ColumnExpr("count(*) OVER (PARTITION BY e.pool) AS matching").
-		Where("e.pool IN (SELECT name FROM pools WHERE removed_at IS NULL)")
+		Where("e.pool IN "+shownPoolsSQL)
 	if f.Pool != "" {
 		matching = matching.Where("e.pool = ?", f.Pool)
 	}

@@ -256,7 +256,12 @@ func environmentPoolView(p *models.Pool, counts map[string]int, points []models.
 		poolQuery.Set("q", f.Query)
 	}
 	capacity := environmentCapacityView(counts)
+	removed := ""
+	if p.RemovedAt != nil {
+		removed = fmt.Sprintf("Removed from gantry.yaml at %s UTC: its environments leave as their allocations end; none can be leased.", clock(*p.RemovedAt))
+	}
 	return envview.Pool{
+		Removed: removed,
 		Name: p.Name, Kind: p.Kind, Clients: clients,
 		Settings: fmt.Sprintf("session %s, at most %s · cleanup timeout %s",
 			shortDuration(p.Session()), shortDuration(p.MaxSession()), shortDuration(p.CleanupTimeout())),

@@ -380,3 +380,36 @@ func TestDirtyEnvironmentActions(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, res.StatusCode)
 	})
 }
+
+// TestARemovedPoolsHeldEnvironmentsAreStillListed: removing a pool from
+// gantry.yaml while one of its environments is leased leaves that
+// environment deregistering until the lease ends; the index still lists it,
+// under its pool, which says it was removed.
+func TestARemovedPoolsHeldEnvironmentsAreStillListed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dbs := b.applyPools(t, poolSpec{Name: "gone", Size: 2})
+	token := b.ciToken(t)
+	res, body := b.call(t, "POST", "/allocations", token, `{"pool":"gone","requester":"suite-9","requirements":[{}]}`)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	held := decodeAllocation(t, body).Allocations[0]
+
+	b.Sync(t, "clients:\n  - name: ci\n    users: [ci@example.com]\n")
+	b.WaitEnvironment(t, held.Environment, models.EnvInUse)
+
+	b.user(t, "vera@example.com", models.RoleViewer)
+	br := b.browser(t)
+	br.login(t, "vera@example.com")
+	status, page, _ := br.get(t, "/environments")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, `data-testid="pool-removed"`)
+	require.Contains(t, page, "Removed from gantry.yaml")
+	require.Contains(t, page, held.Database, "the held environment is listed")
+	free := dbs["gone"][0]
+	if free == held.Database {
+		free = dbs["gone"][1]
+	}
+	require.NotContains(t, page, free, "the free one left at once")
+	_, page, _ = br.get(t, "/environments?status=deregistering")
+	require.Contains(t, page, held.Database)
+}

@@ -84,6 +84,9 @@ type Pool struct {
 	Name         string
 	Kind         string
 	Settings     string // "session 3h · at most 12h · cleanup timeout 1h"
+	// Removed says the pool left gantry.yaml; its environments still held
+	// are listed until their allocations end.
+	Removed string
 	Clients      string
 	URL          string // the index filtered to this pool
 	HistoryURL   string
