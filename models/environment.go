@@ -159,7 +159,7 @@ const shownPoolsSQL = `(SELECT name FROM pools WHERE removed_at IS NULL
 // are still leaving.
 func ListShownPools(ctx context.Context, db bun.IDB) ([]Pool, error) {
 	var pools []Pool
-	err := db.NewSelect().Model(&pools).Where("name IN "+shownPoolsSQL).Order("name").Scan(ctx)
+	err := db.NewSelect().Model(&pools).Where("name IN " + shownPoolsSQL).Order("name").Scan(ctx)
 	return pools, err
 }
 

@@ -114,7 +114,7 @@ func ListEnvironmentPage(ctx context.Context, db bun.IDB, f EnvironmentListFilte
 		ColumnExpr(environmentColumns).
 		ColumnExpr("row_number() OVER (PARTITION BY e.pool ORDER BY e.key) AS position").
 		ColumnExpr("count(*) OVER (PARTITION BY e.pool) AS matching").
-		Where("e.pool IN "+shownPoolsSQL)
+		Where("e.pool IN " + shownPoolsSQL)
 	if f.Pool != "" {
 		matching = matching.Where("e.pool = ?", f.Pool)
 	}

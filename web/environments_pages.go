@@ -262,7 +262,7 @@ func environmentPoolView(p *models.Pool, counts map[string]int, points []models.
 	}
 	return envview.Pool{
 		Removed: removed,
-		Name: p.Name, Kind: p.Kind, Clients: clients,
+		Name:    p.Name, Kind: p.Kind, Clients: clients,
 		Settings: fmt.Sprintf("session %s, at most %s · cleanup timeout %s",
 			shortDuration(p.Session()), shortDuration(p.MaxSession()), shortDuration(p.CleanupTimeout())),
 		URL:         "/environments?" + poolQuery.Encode(),

@@ -81,12 +81,12 @@ type EnvRow struct {
 
 // Pool is one pool's section of the index.
 type Pool struct {
-	Name         string
-	Kind         string
-	Settings     string // "session 3h · at most 12h · cleanup timeout 1h"
+	Name     string
+	Kind     string
+	Settings string // "session 3h · at most 12h · cleanup timeout 1h"
 	// Removed says the pool left gantry.yaml; its environments still held
 	// are listed until their allocations end.
-	Removed string
+	Removed      string
 	Clients      string
 	URL          string // the index filtered to this pool
 	HistoryURL   string
