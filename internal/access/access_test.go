@@ -692,6 +692,9 @@ func TestLoginHashGate(t *testing.T) {
 		// Hashes wait until every other sign-in has been answered, so the
 		// gate is full while they come.
 		hashed := &hashCounter{hold: make(chan struct{})}
+		var once sync.Once
+		release := func() { once.Do(func() { close(hashed.hold) }) }
+		t.Cleanup(release) // so that a failing test does not leave hashes waiting
 		gate := access.NewHashGateWith(size, hashed.verify)
 		limits := access.LoginLimits{Attempts: 1000, AddressAttempts: 1000, Window: time.Hour, Gate: gate}
 		errs := make([]error, n)
@@ -709,7 +712,7 @@ func TestLoginHashGate(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return answered.Load() == n-size }, time.Minute, 5*time.Millisecond,
 			"all but the gate's sign-ins are answered while the gate is full")
-		close(hashed.hold)
+		release()
 		wg.Wait()
 
 		require.LessOrEqual(t, hashed.peak.Load(), int32(size), "hashes at once")
