@@ -2,18 +2,22 @@ package e2e
 
 import (
 	"net/http"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
 // TestWrongPasswordAndRateLimit: a failed sign-in says nothing about which
-// half was wrong, and once GANTRY_LOGIN_ATTEMPTS sign-ins have failed even
-// the right password is refused for a while.
+// half was wrong, and once GANTRY_LOGIN_ATTEMPTS sign-ins have failed for an
+// account even the right password is refused for a while, with a message
+// saying what is blocked and until when; other accounts from the same
+// address are not blocked.
 func TestWrongPasswordAndRateLimit(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, "GANTRY_LOGIN_ATTEMPTS=3")
 	ada := srv.createUser(t, "Ada Lovelace", "ada@example.com", "admin")
+	grace := srv.createUser(t, "Grace Hopper", "grace@example.com", "viewer")
 	page := newPage(t)
 	loginError := page.GetByTestId("login-error")
 
@@ -38,14 +42,20 @@ func TestWrongPasswordAndRateLimit(t *testing.T) {
 	// Below the limit the right password still works (in a browser of its own).
 	signIn(t, newPage(t), srv.URL, ada)
 
-	// Failure 3 reaches the limit: now even the right password is refused.
+	// Failures 3 and 4 reach ada's limit (the unknown email was another
+	// account): now even her right password is refused.
 	failLogin(ada.Email, "still-not-the-password")
+	failLogin(ada.Email, "not-it-either-sorry")
 	status := submitLogin(t, page, srv.URL, ada.Email, ada.Password)
 	require.Equal(t, http.StatusTooManyRequests, status, "sign-in with the right password after 3 failures")
-	require.NoError(t, expect.Locator(loginError).ToContainText("Too many"))
+	require.NoError(t, expect.Locator(loginError).ToHaveText(
+		regexp.MustCompile(`Too many failed sign-ins for this account: it is blocked until \d\d:\d\d UTC\.`)))
 	require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToHaveCount(0), "not signed in")
 	require.NoError(t, expect.Page(page).ToHaveURL(srv.URL+"/login"))
 	saveScreenshot(t, page, "login-rate-limited")
+
+	// Grace, from the same address, is not locked out by ada's failures.
+	signIn(t, newPage(t), srv.URL, grace)
 }
 
 // TestViewerForbidden: a viewer can read but not administer, in the browser

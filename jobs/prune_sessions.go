@@ -11,7 +11,8 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// PruneSessionsArgs removes browser sessions past their expiry.
+// PruneSessionsArgs removes browser sessions past their expiry, and sign-in
+// attempts too old to count for throttling.
 type PruneSessionsArgs struct{}
 
 func (PruneSessionsArgs) Kind() string { return "prune_sessions" }
@@ -43,6 +44,13 @@ func (w *PruneSessionsWorker) Work(ctx context.Context, _ *river.Job[PruneSessio
 	}
 	if n > 0 {
 		w.Logger.InfoContext(ctx, "pruned expired sessions", "count", n)
+	}
+	n, err = models.DeleteExpiredLoginAttempts(ctx, w.DB.Bun)
+	if err != nil {
+		return fmt.Errorf("pruning sign-in attempts: %w", err)
+	}
+	if n > 0 {
+		w.Logger.InfoContext(ctx, "pruned old sign-in attempts", "count", n)
 	}
 	return nil
 }

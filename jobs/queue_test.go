@@ -97,6 +97,11 @@ func TestPruneSessionsWorker(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `INSERT INTO sessions (token_hash, user_id, expires_at) VALUES
 		('\x01', 1, now() - interval '1 minute'), ('\x02', 1, now() + interval '1 hour')`)
 	require.NoError(t, err)
+	// Sign-in attempts are kept as long as they count for throttling.
+	_, err = db.Pool.Exec(ctx, `INSERT INTO login_attempts (account, address, outcome, expires_at) VALUES
+		('old@example.com', '192.0.2.1', 'failed', now() - interval '1 second'),
+		('new@example.com', '192.0.2.1', 'pending', now() + interval '15 minutes')`)
+	require.NoError(t, err)
 
 	worker := rivertest.NewWorker(t, riverpgxv5.New(db.Pool), &river.Config{}, river.Worker[jobs.PruneSessionsArgs](
 		&jobs.PruneSessionsWorker{DB: db, Logger: slog.New(slog.DiscardHandler)}))
@@ -110,6 +115,16 @@ func TestPruneSessionsWorker(t *testing.T) {
 	var left []byte
 	require.NoError(t, db.Pool.QueryRow(ctx, "SELECT token_hash FROM sessions").Scan(&left))
 	require.Equal(t, []byte{2}, left, "only the unexpired session is kept")
+	var kept []string
+	rows, err := db.Pool.Query(ctx, "SELECT account FROM login_attempts")
+	require.NoError(t, err)
+	for rows.Next() {
+		var a string
+		require.NoError(t, rows.Scan(&a))
+		kept = append(kept, a)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"new@example.com"}, kept, "only the attempt still in its window is kept")
 
 	// Running it again is harmless: the worker is idempotent.
 	_, err = worker.Work(ctx, t, tx, jobs.PruneSessionsArgs{}, nil)

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -187,6 +188,47 @@ func TestAPITokens(t *testing.T) {
 	require.Len(t, events, 1, "one revocation, logged once")
 }
 
+// A token can mint only tokens within its own scopes: a leaked write token
+// must not become an admin one (issue 11, item 2). A session may create any
+// scope its role allows.
+func TestTokenCreationIsBoundedByTheCallersScopes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := b.user(t, "admin@example.com", models.RoleAdmin)
+	countTokens := func() int {
+		tokens, err := models.ListTokens(context.Background(), b.db.Bun, 0)
+		require.NoError(t, err)
+		return len(tokens)
+	}
+
+	t.Run("a write token cannot create an admin token", func(t *testing.T) {
+		writeOnly := b.token(t, admin, "write")
+		before := countTokens()
+		res, body := b.call(t, "POST", "/api/v1/tokens", writeOnly, `{"name":"escalated","scopes":["admin","read","write","vote"]}`)
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+		require.Equal(t, "forbidden", errorCode(body))
+		require.Equal(t, "This token cannot create a token with scopes it does not hold itself: it lacks admin, read, vote.",
+			body["error"].(map[string]any)["message"])
+		require.Equal(t, before, countTokens(), "nothing created")
+	})
+	t.Run("a token can create one with its scopes or fewer", func(t *testing.T) {
+		readWrite := b.token(t, admin, "read", "write")
+		for _, scopes := range []string{`["read","write"]`, `["read"]`} {
+			res, body := b.call(t, "POST", "/api/v1/tokens", readWrite, `{"name":"narrower","scopes":`+scopes+`}`)
+			require.Equal(t, http.StatusCreated, res.StatusCode, "%s: %v", scopes, body)
+		}
+		res, _ := b.call(t, "POST", "/api/v1/tokens", readWrite, `{"name":"wider","scopes":["read","vote"]}`)
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+	})
+	t.Run("a session creates any scope its role allows", func(t *testing.T) {
+		br := b.browser(t)
+		br.login(t, admin.Email)
+		_, _, csrf := br.get(t, "/tokens")
+		res, body := br.post(t, "/tokens", url.Values{"_csrf": {csrf}, "name": {"from-the-page"}, "scopes": {"admin", "read", "write", "vote"}})
+		require.Equal(t, http.StatusCreated, res.StatusCode, body)
+	})
+}
+
 func TestAPIUsersAdmin(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -271,7 +313,7 @@ func TestTokensAreForTheAPIOnly(t *testing.T) {
 
 func TestClientAddressCannotBeSpoofed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "GANTRY_LOGIN_ATTEMPTS=2")
+	b := setup(t, "GANTRY_LOGIN_ADDRESS_ATTEMPTS=2")
 	b.user(t, "ada@example.com", models.RoleViewer)
 	br := b.browser(t)
 	_, _, csrf := br.get(t, "/login")
@@ -284,8 +326,10 @@ func TestClientAddressCannotBeSpoofed(t *testing.T) {
 	req.Header.Set("X-Forwarded-For", "203.0.113.9")
 	res, err := br.Do(req)
 	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	require.Equal(t, http.StatusTooManyRequests, res.StatusCode)
+	require.Contains(t, string(body), "Too many failed sign-ins from your address")
 }
 
 func TestCrossSiteFormsAreRefused(t *testing.T) {
@@ -308,7 +352,7 @@ func TestCrossSiteFormsAreRefused(t *testing.T) {
 
 func TestForwardedForIsBelievedFromTrustedProxies(t *testing.T) {
 	t.Parallel()
-	b := setup(t, "GANTRY_LOGIN_ATTEMPTS=2", "GANTRY_TRUSTED_PROXIES=127.0.0.0/8")
+	b := setup(t, "GANTRY_LOGIN_ADDRESS_ATTEMPTS=2", "GANTRY_TRUSTED_PROXIES=127.0.0.0/8")
 	b.user(t, "ada@example.com", models.RoleViewer)
 	br := b.browser(t)
 	_, _, csrf := br.get(t, "/login")

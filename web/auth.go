@@ -1,7 +1,10 @@
 package web
 
 import (
+	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -22,12 +25,18 @@ func (s *Server) login(c echo.Context) error {
 	email, next := c.FormValue("email"), c.FormValue("next")
 	secret, _, err := access.Login(c.Request().Context(), s.DB.Bun, email, c.FormValue("password"),
 		access.Client{IP: c.RealIP(), UserAgent: c.Request().UserAgent()},
-		s.Config.SessionTTL, access.LoginLimits{Attempts: s.Config.LoginAttempts, Window: s.Config.LoginWindow})
+		s.Config.SessionTTL, access.LoginLimits{
+			Attempts: s.Config.LoginAttempts, AddressAttempts: s.Config.LoginAddressAttempts,
+			Window: s.Config.LoginWindow, Gate: s.loginGate,
+		})
 	if err != nil {
-		code := apperr.CodeOf(err)
-		if code != apperr.Unauthorized && code != apperr.RateLimited {
+		var refused *access.Refusal
+		if errors.As(err, &refused) {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(refused.RetryAfter.Seconds()))))
+		} else if apperr.CodeOf(err) != apperr.Unauthorized {
 			return err
 		}
+		code := apperr.CodeOf(err)
 		view := account.LoginView{Email: email, Next: next, Error: err.Error()}
 		return s.render(c, statusOf[code], account.Login(view))
 	}

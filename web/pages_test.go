@@ -9,11 +9,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/access"
@@ -80,9 +84,10 @@ func TestLogin(t *testing.T) {
 		res, _ := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"ada@example.com"}, "password": {password}, "next": {"//evil.example.com/"}})
 		require.Equal(t, "/", res.Header.Get("Location"))
 	})
-	t.Run("failures are rate limited across emails and addresses", func(t *testing.T) {
-		b := setup(t, "GANTRY_LOGIN_ATTEMPTS=3")
+	t.Run("failures block the account, not everyone at the address, and say until when", func(t *testing.T) {
+		b := setup(t, "GANTRY_LOGIN_ATTEMPTS=3", "GANTRY_LOGIN_WINDOW=30m")
 		b.user(t, "bob@example.com", models.RoleViewer)
+		b.user(t, "grace@example.com", models.RoleViewer)
 		br := b.browser(t)
 		_, _, csrf := br.get(t, "/login")
 		for i := 0; i < 3; i++ {
@@ -91,7 +96,45 @@ func TestLogin(t *testing.T) {
 		}
 		res, body := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"bob@example.com"}, "password": {password}})
 		require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "even the right password waits out the window")
-		require.Contains(t, body, "Too many failed sign-ins")
+		require.Regexp(t, `Too many failed sign-ins for this account: it is blocked until \d\d:\d\d UTC\.`, body)
+		retry, err := strconv.Atoi(res.Header.Get("Retry-After"))
+		require.NoError(t, err, "Retry-After: %q", res.Header.Get("Retry-After"))
+		require.InDelta(t, 30*60, retry, 60, "the block lasts the window from the first failure")
+
+		res, _ = br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"grace@example.com"}, "password": {password}})
+		require.Equal(t, http.StatusSeeOther, res.StatusCode, "another account from the same address signs in")
+	})
+	t.Run("a sign-in that finds every hashing slot taken gets 503 at once and is not counted", func(t *testing.T) {
+		b := setup(t, "GANTRY_LOGIN_CONCURRENCY=1")
+		b.user(t, "grace@example.com", models.RoleViewer)
+		br := b.browser(t)
+		_, _, csrf := br.get(t, "/login")
+		var signedIn, busy atomic.Int32
+		// With one slot, concurrent sign-ins soon overlap; the right password
+		// is sent so that nothing here counts towards a limit.
+		require.Eventually(t, func() bool {
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() {
+					res, body := br.post(t, "/login", url.Values{"_csrf": {csrf}, "email": {"grace@example.com"}, "password": {password}})
+					switch res.StatusCode {
+					case http.StatusSeeOther:
+						signedIn.Add(1)
+					case http.StatusServiceUnavailable:
+						assert.Equal(t, "1", res.Header.Get("Retry-After"))
+						assert.Contains(t, body, "Too many sign-ins are being checked right now. Try again in a second.")
+						busy.Add(1)
+					default:
+						assert.Failf(t, "unexpected status", "%d: %s", res.StatusCode, body)
+					}
+				})
+			}
+			wg.Wait()
+			return busy.Load() > 0
+		}, time.Minute, 10*time.Millisecond)
+		var attempts int
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM login_attempts").Scan(&attempts))
+		require.Equal(t, int(signedIn.Load()), attempts, "only the sign-ins that were checked are attempts")
 	})
 	t.Run("every outcome is in the log", func(t *testing.T) {
 		ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 	"golang.org/x/time/rate"
 
+	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/devmail"
@@ -64,6 +65,7 @@ type Server struct {
 	votePages      map[string]VotePageFunc // by kind of subject, from the areas
 	machine        map[string]machineRoute // the areas' routes for programs, by route path
 	authCache      *authCache
+	loginGate      *access.HashGate // bounds the passwords this process hashes at once
 }
 
 // New builds the server and its routes.
@@ -72,6 +74,7 @@ func New(d Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{Deps: d, echo: e, hub: newLogHub(d.DB, d.Logger),
 		clientLimits: &clientLimits{limiters: map[string]*rate.Limiter{}, def: d.Config.APIRate},
+		loginGate:    access.NewHashGate(d.Config.LoginConcurrency),
 		authCache:    newAuthCache(AuthCacheTTL), votePages: map[string]VotePageFunc{}, machine: map[string]machineRoute{}}
 	s.metrics = newHTTPMetrics(d.Registry)
 	e.HTTPErrorHandler = s.handleError

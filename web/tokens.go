@@ -80,7 +80,7 @@ func (s *Server) createTokenForm(c echo.Context) error {
 	if err != nil {
 		return apperr.New(apperr.Invalid, "The form could not be read.")
 	}
-	in := access.NewToken{Name: form.Get("name"), Scopes: form["scopes"]}
+	in := access.NewToken{Name: form.Get("name"), Scopes: form["scopes"], By: p.Token}
 	if in.ExpiresIn, err = parseExpiresIn(form.Get("expires_in")); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	nt := access.NewToken{Name: in.Name, Scopes: in.Scopes}
+	nt := access.NewToken{Name: in.Name, Scopes: in.Scopes, By: p.Token}
 	var err error
 	if nt.ExpiresIn, err = parseExpiresIn(in.ExpiresIn); err != nil {
 		return err

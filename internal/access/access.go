@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,11 +137,26 @@ func SetDisabled(ctx context.Context, db bun.IDB, userID int64, disabled bool, a
 	})
 }
 
-// LoginLimits bounds failed sign-ins per email and per address.
+// LoginLimits bounds sign-ins: failed (or unfinished) attempts per account
+// and per address within Window, and how many passwords this process hashes
+// at once.
 type LoginLimits struct {
+	// Attempts per account, from any address: a guesser cannot spread one
+	// account's guesses over many addresses.
 	Attempts int
-	Window   time.Duration
+	// AddressAttempts per address, over every account: higher than Attempts,
+	// so one person's typos do not lock out everyone behind the same address
+	// (an office, a proxy, everyone under gantry dev), while one address
+	// trying many accounts is still stopped. 0: DefaultAddressFactor × Attempts.
+	AddressAttempts int
+	Window          time.Duration
+	// Gate bounds concurrent password hashing; nil: unbounded.
+	Gate *HashGate
 }
+
+// DefaultAddressFactor is how many times an account's limit an address gets
+// when LoginLimits.AddressAttempts is not set.
+const DefaultAddressFactor = 10
 
 // Client is where a request came from.
 type Client struct {
@@ -148,50 +164,100 @@ type Client struct {
 	UserAgent string
 }
 
+// Refusal is a sign-in refused before its password was checked, and when to
+// try again (the web layer's Retry-After). It is an *apperr.Error to
+// everything else.
+type Refusal struct {
+	Err        *apperr.Error
+	RetryAfter time.Duration
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
 // Login checks a password and opens a session, returning the cookie secret.
-// Every outcome is logged. Failures say nothing about which part was wrong,
-// and are refused outright once either the email or the address has failed
-// too often within the window: the count comes from the log itself, so it
-// holds across every gantry process.
+// Every outcome is logged. Failures say nothing about which part was wrong.
+//
+// Before the password is hashed, a slot of limits.Gate is taken (none free:
+// 503 at once, nothing counted) and the attempt is reserved in the database
+// (models.ReserveLoginAttempt), which refuses it once the account or the
+// address has too many failed or unfinished attempts within the window.
+// Reserving first makes concurrent attempts, in any process, count each
+// other; an attempt whose request times out or whose process dies stays
+// counted.
 func Login(ctx context.Context, db bun.IDB, email, password string, from Client, ttl time.Duration, limits LoginLimits) (string, *models.User, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
-	loginTarget := "login:" + email
-	byEmail, err := models.CountRecentEvents(ctx, db, EventLoginFailed, loginTarget, "", limits.Window)
+	if !limits.Gate.tryAcquire() {
+		return "", nil, &Refusal{
+			Err:        apperr.New(apperr.Unavailable, "Too many sign-ins are being checked right now. Try again in a second."),
+			RetryAfter: time.Second,
+		}
+	}
+	held := true
+	release := func() {
+		if held {
+			held = false
+			limits.Gate.release()
+		}
+	}
+	defer release()
+
+	throttle := models.LoginThrottle{Account: limits.Attempts, Address: limits.AddressAttempts, Window: limits.Window}
+	if throttle.Address == 0 {
+		throttle.Address = DefaultAddressFactor * limits.Attempts
+	}
+	attempt, block, err := models.ReserveLoginAttempt(ctx, db, email, from.IP, throttle)
 	if err != nil {
 		return "", nil, err
 	}
-	byIP, err := models.CountRecentEvents(ctx, db, EventLoginFailed, "", from.IP, limits.Window)
-	if err != nil {
-		return "", nil, err
-	}
-	if byEmail >= limits.Attempts || byIP >= limits.Attempts {
-		return "", nil, apperr.New(apperr.RateLimited, "Too many failed sign-ins. Try again in %s.", humanDuration(limits.Window))
+	if block != nil {
+		return "", nil, blocked(block, time.Now())
 	}
 
 	u, err := models.UserByEmail(ctx, db, email)
 	switch {
 	case errors.Is(err, models.ErrNotFound):
-		auth.CheckNoUser(password)
+		u = nil
 	case err != nil:
-		return "", nil, err
+		return "", nil, err // the attempt stays pending: it counts as a failure
 	}
-	if u == nil || u.Disabled() || !auth.CheckPassword(u.PasswordHash, password) {
-		logErr := models.AppendLog(ctx, db, &models.LogEntry{
-			TargetID: loginTarget, Event: EventLoginFailed, Actor: "anonymous",
-			Detail: map[string]any{"ip": from.IP, "user_agent": from.UserAgent},
+	hash := ""
+	if u != nil {
+		hash = u.PasswordHash
+	}
+	// Unknown and disabled users are hashed too, so timing tells nothing.
+	ok := limits.Gate.check(hash, password) && u != nil && !u.Disabled()
+	release()
+
+	// The outcome is recorded even if the request gave up while hashing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	loginTarget := "login:" + email
+	if !ok {
+		err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			if err := models.FinishLoginAttempt(ctx, tx, attempt, models.LoginFailed); err != nil {
+				return err
+			}
+			return models.AppendLog(ctx, tx, &models.LogEntry{
+				TargetID: loginTarget, Event: EventLoginFailed, Actor: "anonymous",
+				Detail: map[string]any{"ip": from.IP, "user_agent": from.UserAgent},
+			})
 		})
-		if logErr != nil {
-			return "", nil, logErr
+		if err != nil {
+			return "", nil, err
 		}
 		return "", nil, apperr.New(apperr.Unauthorized, "Email or password is incorrect.")
 	}
 
-	secret, hash, err := auth.NewSecret("")
+	secret, sessionHash, err := auth.NewSecret("")
 	if err != nil {
 		return "", nil, err
 	}
 	err = db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		s := &models.Session{TokenHash: hash, UserID: u.ID, ExpiresAt: time.Now().Add(ttl), IP: from.IP, UserAgent: truncate(from.UserAgent, 512)}
+		if err := models.FinishLoginAttempt(ctx, tx, attempt, models.LoginOK); err != nil {
+			return err
+		}
+		s := &models.Session{TokenHash: sessionHash, UserID: u.ID, ExpiresAt: time.Now().Add(ttl), IP: from.IP, UserAgent: truncate(from.UserAgent, 512)}
 		if err := models.CreateSession(ctx, tx, s); err != nil {
 			return fmt.Errorf("creating session: %w", err)
 		}
@@ -204,6 +270,91 @@ func Login(ctx context.Context, db bun.IDB, email, password string, from Client,
 		return "", nil, err
 	}
 	return secret, u, nil
+}
+
+// blocked says what is blocked and until when, in UTC as a clock shows it,
+// rounded up to the minute so that trying at that minute works.
+func blocked(b *models.LoginBlock, now time.Time) *Refusal {
+	until := b.Until.UTC()
+	shown := until.Truncate(time.Minute)
+	if shown.Before(until) {
+		shown = shown.Add(time.Minute)
+	}
+	at := shown.Format("15:04") + " UTC"
+	if y, m, d := shown.Date(); y != now.UTC().Year() || m != now.UTC().Month() || d != now.UTC().Day() {
+		at = shown.Format("2006-01-02 15:04") + " UTC"
+	}
+	what := "for this account: it is blocked"
+	if b.What == models.BlockedAddress {
+		what = "from your address: it is blocked for every account"
+	}
+	wait := until.Sub(now)
+	if wait < time.Second {
+		wait = time.Second
+	}
+	return &Refusal{
+		Err:        apperr.New(apperr.RateLimited, "Too many failed sign-ins %s until %s.", what, at),
+		RetryAfter: wait,
+	}
+}
+
+// HashGate bounds how many passwords one process hashes at once. Argon2 takes
+// about 19 MiB per hash, so without a bound the number of concurrent sign-ins
+// decides the process's memory; with it, extra sign-ins are turned away at
+// once instead of queueing.
+type HashGate struct {
+	slots chan struct{}
+	// verify checks password against hash; an empty hash (no such user) is
+	// hashed all the same and fails.
+	verify func(hash, password string) bool
+}
+
+// DefaultLoginConcurrency is the gate's size when none is given.
+const DefaultLoginConcurrency = 4
+
+// NewHashGate lets n passwords be hashed at once (n < 1: the default).
+func NewHashGate(n int) *HashGate {
+	return newHashGate(n, verifyPassword)
+}
+
+func newHashGate(n int, verify func(hash, password string) bool) *HashGate {
+	if n < 1 {
+		n = DefaultLoginConcurrency
+	}
+	return &HashGate{slots: make(chan struct{}, n), verify: verify}
+}
+
+func verifyPassword(hash, password string) bool {
+	if hash == "" {
+		auth.CheckNoUser(password)
+		return false
+	}
+	return auth.CheckPassword(hash, password)
+}
+
+func (g *HashGate) tryAcquire() bool {
+	if g == nil {
+		return true
+	}
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *HashGate) release() {
+	if g != nil {
+		<-g.slots
+	}
+}
+
+func (g *HashGate) check(hash, password string) bool {
+	if g == nil {
+		return verifyPassword(hash, password)
+	}
+	return g.verify(hash, password)
 }
 
 // Logout ends the session whose cookie secret is given.
@@ -238,13 +389,19 @@ type NewToken struct {
 	Name      string
 	Scopes    []string
 	ExpiresIn time.Duration // 0: never expires
+	// By is the token making the request, whose scopes bound the new
+	// token's: a token cannot mint one that may do more than itself. nil
+	// for a session or the CLI, which the owner's role alone bounds.
+	By *models.APIToken
 }
 
 // MaxTokenNameLength bounds token names.
 const MaxTokenNameLength = 100
 
 // CreateToken mints a token for owner and returns its secret, which is never
-// stored and cannot be shown again.
+// stored and cannot be shown again. Its scopes are bounded by the owner's
+// role (only admins hold admin) and, when a token asks (in.By), by that
+// token's own scopes.
 func CreateToken(ctx context.Context, db bun.IDB, owner *models.User, in NewToken, actor string) (string, *models.APIToken, error) {
 	bad := apperr.Fields{}
 	name := strings.TrimSpace(in.Name)
@@ -267,6 +424,18 @@ func CreateToken(ctx context.Context, db bun.IDB, owner *models.User, in NewToke
 	}
 	if err := bad.Err(); err != nil {
 		return "", nil, err
+	}
+	if in.By != nil {
+		var lacking []string
+		for _, s := range scopes {
+			if !slices.Contains(in.By.Scopes, s) {
+				lacking = append(lacking, s)
+			}
+		}
+		if len(lacking) > 0 {
+			return "", nil, apperr.New(apperr.Forbidden,
+				"This token cannot create a token with scopes it does not hold itself: it lacks %s.", strings.Join(lacking, ", "))
+		}
 	}
 	secret, hash, err := auth.NewSecret(auth.TokenPrefix)
 	if err != nil {
@@ -354,21 +523,4 @@ func SetPassword(ctx context.Context, db bun.IDB, userID int64, password, actor 
 		}
 		return models.AppendLog(ctx, tx, &models.LogEntry{TargetID: UserTarget(userID), Event: EventPasswordChanged, Actor: actor})
 	})
-}
-
-// humanDuration says a window the way people do: "15 minutes", "1 hour".
-func humanDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		if d == time.Hour {
-			return "1 hour"
-		}
-		return fmt.Sprintf("%d hours", d/time.Hour)
-	case d >= time.Minute && d%time.Minute == 0:
-		if d == time.Minute {
-			return "1 minute"
-		}
-		return fmt.Sprintf("%d minutes", d/time.Minute)
-	}
-	return d.String()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -420,21 +421,31 @@ func TestLogin(t *testing.T) {
 
 func TestLoginThrottling(t *testing.T) {
 	t.Parallel()
-	limits := access.LoginLimits{Attempts: 3, Window: time.Hour}
-	const lockedOut = "Too many failed sign-ins. Try again in 1 hour."
+	limits := access.LoginLimits{Attempts: 3, AddressAttempts: 6, Window: time.Hour}
+	const wrong = "wrong password, wrong"
 
 	// fail makes n failed sign-ins for email from a client.
 	fail := func(t *testing.T, db bun.IDB, n int, email string, from access.Client) {
 		t.Helper()
 		for range n {
-			_, _, err := login(t, db, email, "wrong password, wrong", from, limits)
+			_, _, err := login(t, db, email, wrong, from, limits)
 			requireIncorrect(t, err)
 		}
 	}
-	requireLockedOut := func(t *testing.T, err error, msg string) {
+	// requireBlocked requires a 429 naming what is blocked ("account" or
+	// "address") and until when, and returns the refusal.
+	requireBlocked := func(t *testing.T, err error, what string) *access.Refusal {
 		t.Helper()
 		e := requireAppErr(t, err, apperr.RateLimited)
-		require.Equal(t, msg, e.Message)
+		want := map[string]string{
+			"account": `^Too many failed sign-ins for this account: it is blocked until \d\d:\d\d UTC\.$`,
+			"address": `^Too many failed sign-ins from your address: it is blocked for every account until \d\d:\d\d UTC\.$`,
+		}[what]
+		require.Regexp(t, want, e.Message)
+		var r *access.Refusal
+		require.ErrorAs(t, err, &r)
+		require.Positive(t, r.RetryAfter)
+		return r
 	}
 
 	t.Run("after the limit even the right password is refused", func(t *testing.T) {
@@ -442,10 +453,10 @@ func TestLoginThrottling(t *testing.T) {
 		db := testdb.New(t).Bun
 		u := createUser(t, db, userOpts{})
 		fail(t, db, limits.Attempts-1, u.Email, home)
-		_, _, err := login(t, db, u.Email, "wrong password, wrong", home, limits)
+		_, _, err := login(t, db, u.Email, wrong, home, limits)
 		requireIncorrect(t, err) // the limit-th failure is still checked
 		secret, got, err := login(t, db, u.Email, password, home, limits)
-		requireLockedOut(t, err, lockedOut)
+		requireBlocked(t, err, "account")
 		require.Empty(t, secret)
 		require.Nil(t, got)
 		require.Zero(t, countEvent(t, db, access.EventLoggedIn))
@@ -456,12 +467,17 @@ func TestLoginThrottling(t *testing.T) {
 		db := testdb.New(t).Bun
 		u := createUser(t, db, userOpts{})
 		fail(t, db, limits.Attempts, u.Email, home)
-		for range 5 {
-			_, _, err := login(t, db, u.Email, "still wrong, still wrong", home, limits)
-			requireLockedOut(t, err, lockedOut)
+		var first time.Duration
+		for i := range 5 {
+			r := requireBlocked(t, loginErr(t, db, u.Email, "still wrong, still wrong", home, limits), "account")
+			if i == 0 {
+				first = r.RetryAfter
+			}
+			require.LessOrEqual(t, r.RetryAfter, first, "the block does not grow with refusals")
 		}
 		require.Len(t, logged(t, db, "login:"+u.Email, access.EventLoginFailed), limits.Attempts,
 			"only the checked failures are in the log")
+		require.Equal(t, limits.Attempts, countAttempts(t, db, u.Email, ""), "only the checked failures are attempts")
 	})
 
 	t.Run("a success neither counts nor resets the count", func(t *testing.T) {
@@ -474,11 +490,10 @@ func TestLoginThrottling(t *testing.T) {
 			require.NoError(t, err, "successes below the limit are not counted")
 		}
 		fail(t, db, 1, u.Email, home)
-		_, _, err := login(t, db, u.Email, password, home, limits)
-		requireLockedOut(t, err, lockedOut)
+		requireBlocked(t, loginErr(t, db, u.Email, password, home, limits), "account")
 	})
 
-	t.Run("failures for an email lock it from every address", func(t *testing.T) {
+	t.Run("failures for an account block it from every address, and only it", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t).Bun
 		ada := createUser(t, db, userOpts{Email: "ada@example.com"})
@@ -489,26 +504,31 @@ func TestLoginThrottling(t *testing.T) {
 		fail(t, db, 1, "ADA@example.com", access.Client{IP: "203.0.113.1"})
 		fail(t, db, 1, " Ada@Example.com ", access.Client{IP: "203.0.113.2"})
 
-		_, _, err := login(t, db, ada.Email, password, other, limits)
-		requireLockedOut(t, err, lockedOut)
+		requireBlocked(t, loginErr(t, db, ada.Email, password, other, limits), "account")
 		_, got, err := login(t, db, bob.Email, password, other, limits)
-		require.NoError(t, err, "another email from that address is not locked")
+		require.NoError(t, err, "another account from that address is not blocked")
 		require.Equal(t, bob.ID, got.ID)
 	})
 
-	t.Run("failures from an address lock it for every email", func(t *testing.T) {
+	t.Run("one account's failures do not block another from the same address until the address limit", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t).Bun
 		ada := createUser(t, db, userOpts{Email: "ada@example.com"})
+		grace := createUser(t, db, userOpts{Email: "grace@example.com"})
+		fail(t, db, limits.Attempts, ada.Email, home)
+		requireBlocked(t, loginErr(t, db, ada.Email, password, home, limits), "account")
+		_, got, err := login(t, db, grace.Email, password, home, limits)
+		require.NoError(t, err, "ada's typos do not lock grace out of the same office")
+		require.Equal(t, grace.ID, got.ID)
+
+		// An address trying many accounts is stopped at its own limit.
 		fail(t, db, 1, "x@example.com", home)
 		fail(t, db, 1, "y@example.com", home)
-		fail(t, db, 1, "z@example.com", home)
-
-		_, _, err := login(t, db, ada.Email, password, home, limits)
-		requireLockedOut(t, err, lockedOut)
-		_, got, err := login(t, db, ada.Email, password, other, limits)
-		require.NoError(t, err, "the same email from another address is not locked")
-		require.Equal(t, ada.ID, got.ID)
+		fail(t, db, limits.AddressAttempts-limits.Attempts-2, "z@example.com", home)
+		requireBlocked(t, loginErr(t, db, grace.Email, password, home, limits), "address")
+		_, got, err = login(t, db, grace.Email, password, other, limits)
+		require.NoError(t, err, "the same account from another address is not blocked")
+		require.Equal(t, grace.ID, got.ID)
 	})
 
 	t.Run("failures older than the window do not count", func(t *testing.T) {
@@ -516,34 +536,50 @@ func TestLoginThrottling(t *testing.T) {
 		db := testdb.New(t).Bun
 		u := createUser(t, db, userOpts{})
 		fail(t, db, limits.Attempts, u.Email, home)
-		time.Sleep(100 * time.Millisecond)
-		_, _, err := login(t, db, u.Email, password, home, access.LoginLimits{Attempts: limits.Attempts, Window: time.Hour})
-		requireLockedOut(t, err, lockedOut)
-		_, got, err := login(t, db, u.Email, password, home, access.LoginLimits{Attempts: limits.Attempts, Window: 50 * time.Millisecond})
-		require.NoError(t, err, "the failures are older than a 50ms window")
-		require.Equal(t, u.ID, got.ID)
+		requireBlocked(t, loginErr(t, db, u.Email, password, home, limits), "account")
+		short := limits
+		short.Window = 50 * time.Millisecond
+		require.Eventually(t, func() bool {
+			_, _, err := login(t, db, u.Email, password, home, short)
+			return err == nil
+		}, time.Minute, 20*time.Millisecond, "the failures leave a 50ms window")
 	})
 
-	t.Run("the lock-out says how long to wait", func(t *testing.T) {
+	t.Run("the refusal says what is blocked and until when", func(t *testing.T) {
 		t.Parallel()
 		db := testdb.New(t).Bun
 		u := createUser(t, db, userOpts{})
-		_, _, err := login(t, db, u.Email, "wrong password, wrong", home, limits)
+		one := access.LoginLimits{Attempts: 1, AddressAttempts: 2, Window: 30 * time.Minute}
+		_, _, err := login(t, db, u.Email, wrong, home, one)
 		requireIncorrect(t, err)
-		for _, tt := range []struct {
-			window time.Duration
-			want   string
-		}{
-			{time.Minute, "1 minute"},
-			{15 * time.Minute, "15 minutes"},
-			{90 * time.Minute, "90 minutes"},
-			{time.Hour, "1 hour"},
-			{24 * time.Hour, "24 hours"},
-			{90 * time.Second, "1m30s"},
-		} {
-			_, _, err := access.Login(t.Context(), db, u.Email, password, home, time.Hour, access.LoginLimits{Attempts: 1, Window: tt.window})
-			requireLockedOut(t, err, "Too many failed sign-ins. Try again in "+tt.want+".")
+		var failedAt time.Time
+		require.NoError(t, db.NewSelect().Model((*models.LoginAttempt)(nil)).Column("created_at").Where("account = ?", u.Email).Scan(t.Context(), &failedAt))
+
+		before := time.Now()
+		r := requireBlocked(t, loginErr(t, db, u.Email, password, other, one), "account")
+		until := failedAt.Add(one.Window).UTC()
+		shown := until.Truncate(time.Minute)
+		if shown.Before(until) {
+			shown = shown.Add(time.Minute)
 		}
+		if shown.YearDay() == before.UTC().YearDay() {
+			require.Equal(t, "Too many failed sign-ins for this account: it is blocked until "+shown.Format("15:04")+" UTC.", r.Err.Message,
+				"the first failure leaves the window then")
+		}
+		require.InDelta(t, time.Until(until).Seconds(), r.RetryAfter.Seconds(), 5)
+
+		// From the address's side: two other accounts' failures fill it.
+		for _, email := range []string{"x@example.com", "y@example.com"} {
+			_, _, err = login(t, db, email, wrong, other, one)
+			requireIncorrect(t, err)
+		}
+		requireBlocked(t, loginErr(t, db, "grace@example.com", password, other, one), "address")
+
+		// A block that ends on another day says which.
+		long := access.LoginLimits{Attempts: 1, AddressAttempts: 100, Window: 48 * time.Hour}
+		err = loginErr(t, db, u.Email, password, access.Client{IP: "203.0.113.50"}, long)
+		e := requireAppErr(t, err, apperr.RateLimited)
+		require.Regexp(t, `^Too many failed sign-ins for this account: it is blocked until \d{4}-\d\d-\d\d \d\d:\d\d UTC\.$`, e.Message)
 	})
 
 	t.Run("the count holds across processes", func(t *testing.T) {
@@ -561,42 +597,235 @@ func TestLoginThrottling(t *testing.T) {
 		fail(t, first, 2, u.Email, home)
 		fail(t, second, 1, u.Email, other)
 		for name, db := range map[string]bun.IDB{"first": first, "second": second} {
-			_, _, err := login(t, db, u.Email, password, access.Client{IP: "203.0.113.9"}, limits)
-			requireLockedOut(t, err, lockedOut)
+			requireBlocked(t, loginErr(t, db, u.Email, password, access.Client{IP: "203.0.113.9"}, limits), "account")
 			require.Len(t, logged(t, db, "login:"+u.Email, access.EventLoginFailed), 3, "the %s process sees every failure", name)
 		}
+
+		// Concurrently, half the attempts through each process: the
+		// reservation is atomic across them too.
+		limit := access.LoginLimits{Attempts: 5, AddressAttempts: 1000, Window: time.Hour}
+		hashed := new(hashCounter)
+		gate := access.NewHashGateWith(100, hashed.verify)
+		limit.Gate = gate
+		const n = 30
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			db := first
+			if i%2 == 1 {
+				db = second
+			}
+			wg.Go(func() {
+				_, _, errs[i] = access.Login(context.Background(), db, "grace@example.com", wrong, home, time.Hour, limit)
+			})
+		}
+		wg.Wait()
+		incorrect, refused := tally(t, errs)
+		require.Equal(t, limit.Attempts, incorrect, "passwords checked over both processes")
+		require.Equal(t, n-limit.Attempts, refused)
+		require.EqualValues(t, limit.Attempts, hashed.total.Load(), "hashes")
 	})
 
 	t.Run("concurrent wrong passwords are checked no more than the limit", func(t *testing.T) {
-		t.Skip("BUG (issue 11, item 1): Login counts failures before hashing and logs them after, so " +
-			"concurrent attempts all pass the check: 12 concurrent wrong passwords with a limit of 3 are all " +
-			"hashed and answered 'incorrect' (a password guesser gets 12 tries, not 3). The attempt must be " +
-			"reserved atomically before hashing.")
 		t.Parallel()
 		db := testdb.New(t).Bun
 		u := createUser(t, db, userOpts{})
-		const n = 12
+		limit := access.LoginLimits{Attempts: 5, AddressAttempts: 1000, Window: time.Hour}
+		hashed := new(hashCounter)
+		limit.Gate = access.NewHashGateWith(100, hashed.verify) // wide enough to let all 40 through to the reservation
+		const n = 40
 		var wg sync.WaitGroup
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
-				_, _, errs[i] = access.Login(context.Background(), db, u.Email, "wrong password, wrong", home, time.Hour, limits)
+				_, _, errs[i] = access.Login(context.Background(), db, u.Email, wrong, home, time.Hour, limit)
 			})
 		}
 		wg.Wait()
-		checked := 0
+		incorrect, refused := tally(t, errs)
+		require.Equal(t, limit.Attempts, incorrect, "answered 'incorrect'")
+		require.Equal(t, n-limit.Attempts, refused, "answered 429")
+		require.EqualValues(t, limit.Attempts, hashed.total.Load(), "passwords hashed")
+		require.Len(t, logged(t, db, "login:"+u.Email, access.EventLoginFailed), limit.Attempts, "failures logged")
+	})
+
+	t.Run("an attempt left pending by a process that died counts as a failure", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t).Bun
+		u := createUser(t, db, userOpts{})
+		// What a process killed while hashing leaves behind: reserved
+		// attempts that never got an outcome.
+		for range limits.Attempts {
+			_, block, err := models.ReserveLoginAttempt(t.Context(), db, u.Email, other.IP,
+				models.LoginThrottle{Account: limits.Attempts, Address: limits.AddressAttempts, Window: limits.Window})
+			require.NoError(t, err)
+			require.Nil(t, block)
+		}
+		requireBlocked(t, loginErr(t, db, u.Email, password, home, limits), "account")
+		require.Zero(t, countEvent(t, db, access.EventLoggedIn))
+	})
+
+	t.Run("an attempt whose request gave up while hashing is still counted", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t).Bun
+		u := createUser(t, db, userOpts{})
+		ctx, cancel := context.WithCancel(t.Context())
+		gate := access.NewHashGateWith(1, func(hash, pw string) bool {
+			cancel() // the client went away, or the request timed out, mid-hash
+			return auth.CheckPassword(hash, pw)
+		})
+		_, _, err := access.Login(ctx, db, u.Email, wrong, home, time.Hour, access.LoginLimits{Attempts: 3, Window: time.Hour, Gate: gate})
+		requireIncorrect(t, err)
+		require.Equal(t, 1, countAttempts(t, db, u.Email, models.LoginFailed), "recorded as failed")
+		require.Len(t, logged(t, db, "login:"+u.Email, access.EventLoginFailed), 1, "and logged")
+	})
+}
+
+func TestLoginHashGate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("no more passwords are hashed at once than the gate allows; the rest are refused at once, uncounted", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t).Bun
+		createUser(t, db, userOpts{Email: "ada@example.com"})
+		const size, n = 2, 30
+		// Hashes wait until every other sign-in has been answered, so the
+		// gate is full while they come.
+		hashed := &hashCounter{hold: make(chan struct{})}
+		var once sync.Once
+		release := func() { once.Do(func() { close(hashed.hold) }) }
+		t.Cleanup(release) // so that a failing test does not leave hashes waiting
+		gate := access.NewHashGateWith(size, hashed.verify)
+		limits := access.LoginLimits{Attempts: 1000, AddressAttempts: 1000, Window: time.Hour, Gate: gate}
+		errs := make([]error, n)
+		var answered atomic.Int32
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				email := "ada@example.com"
+				if i%2 == 1 {
+					email = "nobody" + strconv.Itoa(i) + "@example.com" // unknown users are hashed too
+				}
+				_, _, errs[i] = access.Login(context.Background(), db, email, "a wrong password", access.Client{IP: "192.0.2." + strconv.Itoa(i)}, time.Hour, limits)
+				answered.Add(1)
+			})
+		}
+		require.Eventually(t, func() bool { return answered.Load() == n-size }, time.Minute, 5*time.Millisecond,
+			"all but the gate's sign-ins are answered while the gate is full")
+		release()
+		wg.Wait()
+
+		require.LessOrEqual(t, hashed.peak.Load(), int32(size), "hashes at once")
+		require.EqualValues(t, size, hashed.total.Load(), "hashes")
+		busy := 0
 		for _, err := range errs {
-			switch apperr.CodeOf(err) {
-			case apperr.Unauthorized:
-				checked++
-			case apperr.RateLimited:
-			default:
-				t.Fatalf("unexpected error: %v", err)
+			if apperr.CodeOf(err) == apperr.Unauthorized {
+				continue
+			}
+			e := requireAppErr(t, err, apperr.Unavailable)
+			require.Equal(t, "Too many sign-ins are being checked right now. Try again in a second.", e.Message)
+			var r *access.Refusal
+			require.ErrorAs(t, err, &r)
+			require.Equal(t, time.Second, r.RetryAfter)
+			busy++
+		}
+		require.Equal(t, n-size, busy)
+		require.Equal(t, size, countAttempts(t, db, "", ""), "turned-away sign-ins are not counted")
+
+		// Once free, the gate lets sign-ins in again.
+		_, _, err := access.Login(t.Context(), db, "ada@example.com", password, home, time.Hour, limits)
+		require.NoError(t, err)
+	})
+
+	t.Run("a real gate bounds real hashing", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t).Bun
+		createUser(t, db, userOpts{Email: "ada@example.com"})
+		limits := access.LoginLimits{Attempts: 1000, AddressAttempts: 1000, Window: time.Hour, Gate: access.NewHashGate(1)}
+		const n = 8
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				_, _, errs[i] = access.Login(context.Background(), db, "ada@example.com", password, home, time.Hour, limits)
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				requireAppErr(t, err, apperr.Unavailable)
 			}
 		}
-		require.LessOrEqual(t, checked, limits.Attempts, "passwords checked")
-		require.LessOrEqual(t, len(logged(t, db, "login:"+u.Email, access.EventLoginFailed)), limits.Attempts, "failures logged")
+		_, _, err := access.Login(t.Context(), db, "ada@example.com", password, home, time.Hour, limits)
+		require.NoError(t, err, "the gate is released after every sign-in")
 	})
+}
+
+// hashCounter wraps the real password check, counting hashes and the most
+// that ran at once.
+type hashCounter struct {
+	inFlight, peak, total atomic.Int32
+	hold                  chan struct{} // when set, each hash waits for it to close
+}
+
+func (h *hashCounter) verify(hash, pw string) bool {
+	now := h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
+	h.total.Add(1)
+	for {
+		p := h.peak.Load()
+		if now <= p || h.peak.CompareAndSwap(p, now) {
+			break
+		}
+	}
+	if h.hold != nil {
+		<-h.hold
+	}
+	if hash == "" {
+		auth.CheckNoUser(pw)
+		return false
+	}
+	return auth.CheckPassword(hash, pw)
+}
+
+// tally counts "incorrect" answers and 429 refusals, failing on anything else.
+func tally(t *testing.T, errs []error) (incorrect, refused int) {
+	t.Helper()
+	for _, err := range errs {
+		switch apperr.CodeOf(err) {
+		case apperr.Unauthorized:
+			incorrect++
+		case apperr.RateLimited:
+			refused++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	return incorrect, refused
+}
+
+// countAttempts counts sign-in attempts for an account ("": any) with an
+// outcome ("": failed or pending).
+func countAttempts(t *testing.T, db bun.IDB, account, outcome string) int {
+	t.Helper()
+	q := db.NewSelect().Model((*models.LoginAttempt)(nil))
+	if account != "" {
+		q = q.Where("account = ?", account)
+	}
+	if outcome != "" {
+		q = q.Where("outcome = ?", outcome)
+	} else if account != "" {
+		q = q.Where("outcome <> ?", models.LoginOK)
+	}
+	n, err := q.Count(t.Context())
+	require.NoError(t, err)
+	return int(n)
+}
+
+func loginErr(t *testing.T, db bun.IDB, email, pw string, from access.Client, limits access.LoginLimits) error {
+	t.Helper()
+	_, _, err := login(t, db, email, pw, from, limits)
+	return err
 }
 
 func TestCreateToken(t *testing.T) {
@@ -688,6 +917,46 @@ func TestCreateToken(t *testing.T) {
 					}
 					require.Equal(t, want, got.HasScope(s), "HasScope(%q)", s)
 				}
+			})
+		}
+	})
+
+	t.Run("a token creates only tokens within its own scopes", func(t *testing.T) {
+		t.Parallel()
+		db := testdb.New(t).Bun
+		admin := createUser(t, db, userOpts{Email: "admin@example.com", Role: "admin"})
+		_, writeOnly := createToken(t, db, admin, access.NewToken{Name: "w", Scopes: []string{"write"}})
+		_, readWrite := createToken(t, db, admin, access.NewToken{Name: "rw", Scopes: []string{"read", "write"}})
+		tests := []struct {
+			name    string
+			by      *models.APIToken
+			scopes  []string
+			lacking string // "": allowed
+		}{
+			{"the issue's escalation", writeOnly, []string{"admin", "read", "write", "vote"}, "admin, read, vote"},
+			{"one scope more", readWrite, []string{"read", "vote"}, "vote"},
+			{"admin from a token without it, for an admin", readWrite, []string{"admin"}, "admin"},
+			{"the same scopes", writeOnly, []string{"write"}, ""},
+			{"fewer scopes", readWrite, []string{"read"}, ""},
+			{"a session: any scope the role allows", nil, []string{"admin", "read", "write", "vote"}, ""},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				before, err := models.ListTokens(t.Context(), db, 0)
+				require.NoError(t, err)
+				secret, tok, err := access.CreateToken(t.Context(), db, admin, access.NewToken{Name: "minted", Scopes: tt.scopes, By: tt.by}, "test")
+				if tt.lacking == "" {
+					require.NoError(t, err)
+					require.Equal(t, tt.scopes, tok.Scopes)
+					return
+				}
+				e := requireAppErr(t, err, apperr.Forbidden)
+				require.Equal(t, "This token cannot create a token with scopes it does not hold itself: it lacks "+tt.lacking+".", e.Message)
+				require.Empty(t, secret)
+				require.Nil(t, tok)
+				after, err := models.ListTokens(t.Context(), db, 0)
+				require.NoError(t, err)
+				require.Len(t, after, len(before), "nothing stored")
 			})
 		}
 	})

@@ -34,8 +34,10 @@ type Config struct {
 	DBMaxConns            int32         // GANTRY_DB_MAX_CONNS
 	WorkerCount           int           // GANTRY_WORKERS: jobs worked at once per queue
 	SessionTTL            time.Duration // GANTRY_SESSION_TTL
-	LoginAttempts         int           // GANTRY_LOGIN_ATTEMPTS per email or IP in LoginWindow
+	LoginAttempts         int           // GANTRY_LOGIN_ATTEMPTS failed sign-ins per account in LoginWindow
+	LoginAddressAttempts  int           // GANTRY_LOGIN_ADDRESS_ATTEMPTS failed sign-ins per address in LoginWindow
 	LoginWindow           time.Duration // GANTRY_LOGIN_WINDOW
+	LoginConcurrency      int           // GANTRY_LOGIN_CONCURRENCY: passwords hashed at once per process
 	APIRate               float64       // GANTRY_API_RATE, requests per second per client
 	APIBurst              int           // GANTRY_API_BURST
 	RequestTimeout        time.Duration // GANTRY_REQUEST_TIMEOUT for ordinary requests
@@ -77,8 +79,10 @@ var Vars = []Var{
 	{"GANTRY_DB_MAX_CONNS", "40", "Size of the process's one pgx pool (web, workers and River's listener share it)."},
 	{"GANTRY_WORKERS", "5", "Jobs worked at once per queue by this process (a queue per area with background work, plus default and maintenance)."},
 	{"GANTRY_SESSION_TTL", "12h", "How long a browser session lasts."},
-	{"GANTRY_LOGIN_ATTEMPTS", "5", "Failed logins allowed per email and per IP address within GANTRY_LOGIN_WINDOW."},
-	{"GANTRY_LOGIN_WINDOW", "15m", "Window for GANTRY_LOGIN_ATTEMPTS."},
+	{"GANTRY_LOGIN_ATTEMPTS", "5", "Failed sign-ins allowed per account (from any address) within GANTRY_LOGIN_WINDOW; then that account is refused until the window lets go."},
+	{"GANTRY_LOGIN_ADDRESS_ATTEMPTS", "50", "Failed sign-ins allowed per client address (over every account) within GANTRY_LOGIN_WINDOW; then that address is refused."},
+	{"GANTRY_LOGIN_WINDOW", "15m", "Window for GANTRY_LOGIN_ATTEMPTS and GANTRY_LOGIN_ADDRESS_ATTEMPTS."},
+	{"GANTRY_LOGIN_CONCURRENCY", "4", "Passwords this process hashes at once (argon2, about 19 MiB each); sign-ins beyond it get 503 at once."},
 	{"GANTRY_API_RATE", "20", "API requests per second allowed per token or address (per process)."},
 	{"GANTRY_API_BURST", "40", "Burst size for GANTRY_API_RATE."},
 	{"GANTRY_REQUEST_TIMEOUT", "30s", "Time limit for an ordinary request (live streams are exempt)."},
@@ -206,6 +210,8 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	c.DBMaxConns = int32(positiveInt(get, fail, "GANTRY_DB_MAX_CONNS", 4))
 	c.WorkerCount = positiveInt(get, fail, "GANTRY_WORKERS", 1)
 	c.LoginAttempts = positiveInt(get, fail, "GANTRY_LOGIN_ATTEMPTS", 1)
+	c.LoginAddressAttempts = positiveInt(get, fail, "GANTRY_LOGIN_ADDRESS_ATTEMPTS", 1)
+	c.LoginConcurrency = positiveInt(get, fail, "GANTRY_LOGIN_CONCURRENCY", 1)
 	c.APIBurst = positiveInt(get, fail, "GANTRY_API_BURST", 1)
 	c.SessionTTL = positiveDuration(get, fail, "GANTRY_SESSION_TTL")
 	c.LoginWindow = positiveDuration(get, fail, "GANTRY_LOGIN_WINDOW")
