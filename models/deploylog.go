@@ -188,19 +188,3 @@ func LogEvents(ctx context.Context, db bun.IDB) ([]string, error) {
 		OrderExpr("event").Limit(200).Scan(ctx, &events)
 	return events, err
 }
-
-// CountRecentEvents counts entries of event in the last window whose target
-// is target, or (when target is empty) whose detail.ip is ip. Login throttling
-// reads failed-login entries this way, so the limit holds across processes.
-func CountRecentEvents(ctx context.Context, db bun.IDB, event, target, ip string, window time.Duration) (int, error) {
-	q := db.NewSelect().Model((*LogEntry)(nil)).
-		Where("event = ?", event).
-		Where("created_at > now() - ?::interval", fmt.Sprintf("%d milliseconds", window.Milliseconds()))
-	if target != "" {
-		q = q.Where("target_id = ?", target)
-	} else {
-		q = q.Where("detail->>'ip' = ?", ip)
-	}
-	n, err := q.Count(ctx)
-	return int(n), err
-}
