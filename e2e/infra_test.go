@@ -127,7 +127,20 @@ func TestInfrastructureDelivery(t *testing.T) {
 		require.NoError(t, expect.Locator(anon.GetByTestId("link-voter")).ToContainText("ada@example.com"))
 		require.NoError(t, expect.Locator(anon.GetByTestId("link-run")).ToContainText(mergeSHA))
 		require.NoError(t, expect.Locator(anon.GetByTestId("link-plan-text")).ToContainText("Plan: 0 to add, 1 to change, 0 to destroy."))
+		require.NoError(t, expect.Locator(anon.GetByTestId("link-changes")).ToContainText("to change"))
 		saveScreenshot(t, anon, shot)
+
+		// On a phone, where the email is opened, the changes come first and
+		// the page does not scroll sideways (the plan's own box does).
+		require.NoError(t, anon.SetViewportSize(390, 844))
+		box, err := anon.GetByTestId("link-changes").BoundingBox()
+		require.NoError(t, err)
+		require.Less(t, box.Y, 2*844.0, "the summary is within the first two screens")
+		overflow, err := anon.Evaluate(`() => document.documentElement.scrollWidth - document.documentElement.clientWidth`)
+		require.NoError(t, err)
+		require.EqualValues(t, 0, overflow, "the vote page at 390px wide scrolls sideways")
+		saveScreenshot(t, anon, "phone-"+shot)
+		require.NoError(t, anon.SetViewportSize(1280, 900))
 		require.NoError(t, anon.GetByTestId("vote-comment").Fill("checked from the email"))
 		require.NoError(t, anon.GetByTestId("vote-approve").Click())
 		require.NoError(t, expect.Locator(anon.GetByTestId("flash")).ToContainText("Recorded your approval"))

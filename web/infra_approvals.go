@@ -39,7 +39,8 @@ func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string,
 	link := infraview.VoteLink{
 		Repository: run.Repository, PR: pr, PRTitle: run.PRTitle, MergeCommit: run.MergeCommit,
 		Unit: x.CfgPath, Account: x.AccountName, ExecutionID: x.ExecutionID, Deps: infraDepsOf(x, siblings),
-		Summary: infra.PlanSummary(x.PlanOutput), Plan: x.PlanOutput,
+		Summary: infra.PlanSummary(x.PlanOutput), Changes: infraPlanChangeGroups(infra.PlanChanges(x.PlanOutput)),
+		Plan: x.PlanOutput,
 	}
 	votesOf := infraVotesView(x, infra.TallyVotes(a, votes))
 	v := approvalsview.LinkView{
@@ -62,4 +63,28 @@ func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string,
 		}
 	}
 	return v, nil
+}
+
+// infraPlanChangeGroups groups a plan's resources by action, in the order a
+// voter weighs them: what goes away first, what is only read last.
+func infraPlanChangeGroups(changes []infra.PlanChange) []infraview.ChangeGroup {
+	order := []infraview.ChangeGroup{
+		{Action: infra.PlanActionDestroy, Label: "to destroy", Tone: "bad"},
+		{Action: infra.PlanActionReplace, Label: "to replace", Tone: "bad"},
+		{Action: infra.PlanActionUpdate, Label: "to change", Tone: "warn"},
+		{Action: infra.PlanActionCreate, Label: "to add", Tone: "ok"},
+		{Action: infra.PlanActionRead, Label: "to read"},
+	}
+	var out []infraview.ChangeGroup
+	for _, g := range order {
+		for _, c := range changes {
+			if c.Action == g.Action {
+				g.Addresses = append(g.Addresses, c.Address)
+			}
+		}
+		if len(g.Addresses) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
 }

@@ -375,5 +375,16 @@ type VoteLink struct {
 	ExecutionID string
 	Deps        []Dep
 	Summary     string
-	Plan        string
+	// Changes are the plan's resources by action, for a first look before
+	// the whole plan.
+	Changes []ChangeGroup
+	Plan    string
+}
+
+// ChangeGroup is the resources a plan changes the same way.
+type ChangeGroup struct {
+	Action    string // create, update, replace, destroy, read
+	Label     string // "to add"
+	Tone      string // ok, warn, bad or ""
+	Addresses []string
 }
