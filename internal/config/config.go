@@ -15,10 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gantryhq/gantry/internal/spelling"
 )
 
 // Config is everything a gantry process needs to know about its surroundings.
@@ -343,41 +344,14 @@ func positiveDuration(get func(string) string, fail func(string, string), name s
 }
 
 func suggest(name string, known map[string]Var) string {
-	best, bestDist := "", 4
 	names := make([]string, 0, len(known))
 	for k := range known {
 		names = append(names, k)
 	}
-	sort.Strings(names)
-	for _, k := range names {
-		if d := levenshtein(name, k); d < bestDist {
-			best, bestDist = k, d
-		}
+	if best, ok := spelling.Closest(name, names); ok {
+		return fmt.Sprintf(" (did you mean %s?)", best)
 	}
-	if best == "" {
-		return " (see docs/configuration.md)"
-	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return " (see docs/configuration.md)"
 }
 
 type lines []error

@@ -18,6 +18,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gantryhq/gantry/internal/spelling"
 )
 
 // File is gantry.yaml.
@@ -85,7 +87,7 @@ func Parse(name string, src []byte, lookupEnv func(string) (string, bool), secti
 		err = yaml.NodeToValue(rest, f, yaml.DisallowUnknownField())
 	}
 	if err != nil {
-		return nil, &Error{Problems: []Problem{decodeProblem(name, err)}}
+		return nil, &Error{Problems: []Problem{decodeProblem(name, err, fileKeys(sections))}}
 	}
 	v := &validator{name: name, ast: file, env: lookupEnv}
 	v.check(f)
@@ -99,14 +101,33 @@ func Parse(name string, src []byte, lookupEnv func(string) (string, bool), secti
 var lineCol = regexp.MustCompile(`^\[(\d+):(\d+)\]\s*(.*)`)
 
 // decodeProblem turns the YAML library's error into a Problem with a line.
-func decodeProblem(name string, err error) Problem {
+func decodeProblem(name string, err error, known []string) Problem {
 	msg := err.Error()
 	first, _, _ := strings.Cut(msg, "\n")
+	p := Problem{File: name, Key: "(syntax)", Reason: first}
 	if m := lineCol.FindStringSubmatch(first); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return Problem{File: name, Line: line, Key: "(syntax)", Reason: m[3]}
+		p.Line, _ = strconv.Atoi(m[1])
+		p.Reason = m[3]
 	}
-	return Problem{File: name, Key: "(syntax)", Reason: first}
+	if m := unknownField.FindStringSubmatch(p.Reason); m != nil {
+		if best, ok := spelling.Closest(m[1], known); ok {
+			p.Reason += fmt.Sprintf(" (did you mean %s?)", best)
+		}
+	}
+	return p
+}
+
+var unknownField = regexp.MustCompile(`^unknown field "([^"]+)"`)
+
+// fileKeys are every key gantry.yaml may hold, for "did you mean …?": the
+// yaml names of File's fields and of every struct beneath them, and the
+// areas' sections.
+func fileKeys(sections []Section) []string {
+	keys := yamlKeysOf(&File{})
+	for _, s := range sections {
+		keys = append(keys, s.Key)
+	}
+	return keys
 }
 
 type validator struct {

@@ -33,7 +33,9 @@ func TestProblemsNameFileLineKeyAndReason(t *testing.T) {
 	cases := []struct {
 		name, src, want string
 	}{
-		{"unknown key", "pools:\n  - name: a\n    sesion: 3h\n", `gantry.yaml:3: (syntax): unknown field "sesion"`},
+		{"unknown key", "pools:\n  - name: a\n    sesion: 3h\n", `gantry.yaml:3: (syntax): unknown field "sesion" (did you mean session?)`},
+		{"unknown top-level key", "respositories: []\n", `unknown field "respositories" (did you mean repositories?)`},
+		{"unknown key far from any", "pools:\n  - name: a\n    flavour_of_the_month: x\n", `unknown field "flavour_of_the_month"`},
 		{"syntax error", "pools: [\n", "gantry.yaml:"},
 	}
 	for _, tc := range cases {
@@ -41,6 +43,9 @@ func TestProblemsNameFileLineKeyAndReason(t *testing.T) {
 			_, err := gantryfile.Parse("gantry.yaml", []byte(tc.src), env("X"))
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
+			if tc.name == "unknown key far from any" {
+				require.NotContains(t, err.Error(), "did you mean", "no guess when nothing is close")
+			}
 		})
 	}
 }

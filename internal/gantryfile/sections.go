@@ -2,6 +2,8 @@ package gantryfile
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -29,7 +31,7 @@ type SectionReader struct {
 // failure it reports the problem and returns false.
 func (r *SectionReader) Decode(out any) bool {
 	if err := yaml.NodeToValue(r.node, out, yaml.DisallowUnknownField()); err != nil {
-		r.v.problems = append(r.v.problems, decodeProblem(r.v.name, err))
+		r.v.problems = append(r.v.problems, decodeProblem(r.v.name, err, yamlKeysOf(out)))
 		return false
 	}
 	return true
@@ -104,4 +106,30 @@ func SectionOf[T any](f *File, key string) T {
 		panic(fmt.Sprintf("gantryfile: section %s holds %T, not %T", key, f.Sections[key], zero))
 	}
 	return v
+}
+
+// yamlKeysOf are the yaml names of the fields of what out points to, for
+// "did you mean …?" in a section's own types.
+func yamlKeysOf(out any) []string {
+	var keys []string
+	var walk func(t reflect.Type)
+	seen := map[reflect.Type]bool{}
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if name != "" && name != "-" {
+				keys = append(keys, name)
+			}
+			walk(t.Field(i).Type)
+		}
+	}
+	walk(reflect.TypeOf(out))
+	return keys
 }
