@@ -85,30 +85,33 @@ type builtArea struct {
 
 // Open builds the application: it connects to the database but changes
 // nothing in it (migrations and gantry.yaml are applied by their callers).
-func Open(ctx context.Context, o Options) (a *App, err error) {
+func Open(ctx context.Context, o Options) (*App, error) {
+	a := &App{Config: o.Config, Logger: o.Logger, DB: o.DB, AWS: o.AWS, Registry: prometheus.NewRegistry()}
+	if err := a.open(ctx, o); err != nil {
+		a.Close() // what was opened before the failure
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) open(ctx context.Context, o Options) (err error) {
 	cfg := o.Config
-	a = &App{Config: cfg, Logger: o.Logger, DB: o.DB, AWS: o.AWS, Registry: prometheus.NewRegistry()}
-	defer func() {
-		if err != nil {
-			a.Close()
-		}
-	}()
 	if a.DB == nil {
 		if a.DB, err = models.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
-			return nil, err
+			return err
 		}
 		a.ownsDB = true
 	}
 	if a.Migrator, err = migrations.New(a.DB.Pool, a.DB.Bun); err != nil {
-		return nil, err
+		return err
 	}
 	if a.Queue, err = jobs.NewQueue(a.DB.Bun); err != nil {
-		return nil, err
+		return err
 	}
 	sender := o.Mail
 	if sender == nil {
 		if sender, err = newMailSender(ctx, cfg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if o.DevMailbox {
@@ -117,7 +120,7 @@ func Open(ctx context.Context, o Options) (a *App, err error) {
 	}
 	if a.AWS == nil {
 		if a.AWS, err = awsenv.New(ctx, awsenv.Options{STSEndpoint: cfg.STSEndpoint, IAMEndpoint: cfg.IAMEndpoint, Region: cfg.AWSRegion}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), jobs.NewMetricsCollector(a.DB))
@@ -138,11 +141,11 @@ func Open(ctx context.Context, o Options) (a *App, err error) {
 	for _, area := range areas {
 		parts, err := area.Build(ctx, d)
 		if err != nil {
-			return nil, fmt.Errorf("building the %s area: %w", area.Name, err)
+			return fmt.Errorf("building the %s area: %w", area.Name, err)
 		}
 		a.areas = append(a.areas, builtArea{area, parts})
 	}
-	return a, nil
+	return nil
 }
 
 func firstOf(s ...string) string {
