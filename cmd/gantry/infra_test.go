@@ -229,7 +229,7 @@ func TestInfraCommands(t *testing.T) {
 		require.Contains(t, out, rds.ExecutionID, "the next unit waits for ada now")
 
 		_, _, err = gantry(t, adaVote, "infra", "vote", vpc.ExecutionID, "reject")
-		require.ErrorContains(t, err, "votes are closed. [HTTP 409 conflict]")
+		require.ErrorContains(t, err, ", so its votes are closed. [HTTP 409 conflict]")
 
 		out, _, err = gantry(t, adaVote, "infra", "vote", rds.ExecutionID, "reject", "-o", "json")
 		require.NoError(t, err)
