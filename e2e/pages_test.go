@@ -56,6 +56,10 @@ func TestPagesSignedIn(t *testing.T) {
 		require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToContainText(admin.Name), "%s names who is signed in", p.path)
 		saveScreenshot(t, page, p.shot)
 	}
+	// The admin's list of everyone's tokens offers no personal new-token form.
+	open(t, page, srv.URL+"/admin/tokens", 200)
+	require.NoError(t, expect.Locator(page.GetByTestId("token-form")).ToHaveCount(0), "/admin/tokens has no new-token form")
+	require.NoError(t, expect.Locator(page.GetByTestId("all-tokens-lead")).ToBeVisible())
 
 	// River UI, mounted for admins and linked from /admin. It is not ours,
 	// so there is no data-testid: its job-state menu shows it works.

@@ -5,8 +5,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,17 +106,55 @@ func queueConfig(q QueueConfig, opts ClientOptions) river.QueueConfig {
 }
 
 // River logs routine events at info; Gantry's operators want only problems.
+// Nor do they want River's own shutdown noise: when the process stops,
+// River's services see their contexts canceled and log what they were doing
+// as an error ("maintenance.PeriodicJobEnqueuer: Error starting
+// transaction", error "context canceled"). Those records are dropped.
 func riverLogger(l *slog.Logger) *slog.Logger {
-	return slog.New(levelFloor{l.Handler(), slog.LevelWarn})
+	return slog.New(riverHandler{l.Handler(), slog.LevelWarn})
 }
 
-type levelFloor struct {
+// riverHandler passes on River's records at min or above, except those
+// whose "error" is a context cancellation.
+type riverHandler struct {
 	slog.Handler
 	min slog.Level
 }
 
-func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+func (h riverHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h riverHandler) Handle(ctx context.Context, r slog.Record) error {
+	canceled := false
+	r.Attrs(func(a slog.Attr) bool {
+		canceled = a.Key == "error" && isCancellation(a.Value)
+		return !canceled
+	})
+	if canceled {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs and WithGroup keep the floor and the filter on loggers River
+// derives with With.
+func (h riverHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return riverHandler{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h riverHandler) WithGroup(name string) slog.Handler {
+	return riverHandler{h.Handler.WithGroup(name), h.min}
+}
+
+// isCancellation: River logs errors as their text (err.Error()), sometimes
+// as the error itself.
+func isCancellation(v slog.Value) bool {
+	v = v.Resolve()
+	if err, ok := v.Any().(error); ok && errors.Is(err, context.Canceled) {
+		return true
+	}
+	return v.Kind() == slog.KindString && strings.Contains(v.String(), context.Canceled.Error())
 }
 
 // errorHandler logs failed attempts with the job's kind, so an operator can

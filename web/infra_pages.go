@@ -361,7 +361,7 @@ func infraAfterList(x *models.Execution) []string {
 	return parts
 }
 
-// executionPage is one execution: the seed's fields, what it runs after,
+// executionPage is one execution: the seed's fields, what it waits for,
 // its plan and apply output (followed live while a step runs), its votes
 // with a form for a voter, and its log entries.
 func (s *infraHandlers) executionPage(c echo.Context) error {
@@ -482,7 +482,7 @@ func infraDepsOf(x *models.Execution, siblings []models.Execution) []infraview.D
 		for i := range siblings {
 			if siblings[i].AccountName == acc && siblings[i].ID != x.ID {
 				out = append(out, infraview.Dep{Path: siblings[i].CfgPath, URL: pageurl.Execution(siblings[i].ExecutionID), State: infraExecState(&siblings[i]),
-					Why: fmt.Sprintf("account %s runs after %s", x.AccountName, acc)})
+					Why: fmt.Sprintf("account %s waits for %s", x.AccountName, acc)})
 			}
 		}
 	}
@@ -503,9 +503,9 @@ func infraExecutionOutput(x *models.Execution, step string) infraview.Output {
 	case models.StepPlanning:
 		switch {
 		case x.Status == models.ExecWaiting:
-			o.Empty = "Not planned yet: it is planned at the merge commit once everything it runs after has succeeded, so the plan reads their new outputs."
+			o.Empty = "Not planned yet: it is planned at the merge commit once everything it waits for has succeeded, so the plan reads their new outputs."
 		case x.Status == models.ExecAborted && x.PlanStartedAt == nil:
-			o.Empty = "Never planned: something it runs after failed, so it was aborted."
+			o.Empty = "Never planned: something it waited for failed, so it was aborted."
 		case o.Live:
 			o.Empty = "Planning; the output appears here as terraform writes it."
 		default:

@@ -518,6 +518,7 @@ func TestInfraOutputIsFollowedLive(t *testing.T) {
 	path := "/infra/executions/" + x.ExecutionID
 
 	_, page, _ := br.get(t, path)
+	require.Contains(t, section(t, page, "execution-deps"), "<h2>Waits for</h2>", "not \"Runs after\", which reads both ways")
 	require.Contains(t, page, `data-tail-src="`+html.EscapeString(path+"/output?step=planning")+`" data-tail-offset="14"`, "14 characters shown: the tail starts after them")
 	require.Contains(t, page, "<noscript><meta http-equiv=\"refresh\" content=\"5\"></noscript>", "without scripts the page refreshes")
 	require.NotContains(t, section(t, page, "apply-output"), "data-tail-src", "only the running step is followed")

@@ -255,6 +255,7 @@ func TestTokensPage(t *testing.T) {
 
 	_, body, csrf := br.get(t, "/tokens")
 	require.Contains(t, body, `data-testid="tokens-empty"`)
+	require.Contains(t, body, `data-testid="token-form"`, "one's own tokens page offers a new one")
 	require.NotContains(t, body, `value="admin"`, "an operator is not offered the admin scope")
 
 	res, body := br.post(t, "/tokens", url.Values{"_csrf": {csrf}, "name": {"ci"}, "scopes": {"read", "write"}, "expires_in": {"720h"}})
@@ -495,4 +496,32 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 			t.Fatal("a body trickled a byte every half second kept its connection for two minutes")
 		}
 	}
+}
+
+// TestAdminTokensPageListsWithoutTheForm: /admin/tokens lists everyone's
+// tokens; it does not offer the personal new-token form, which would make
+// a token of the admin's own (issue 12).
+func TestAdminTokensPageListsWithoutTheForm(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "root@example.com", models.RoleAdmin)
+	br := b.browser(t)
+	br.login(t, "root@example.com")
+
+	_, body, csrf := br.get(t, "/admin/tokens")
+	require.Contains(t, body, `data-testid="tokens-empty"`)
+	require.NotContains(t, body, `data-testid="token-form"`)
+	require.NotContains(t, body, "New token")
+	require.NotContains(t, body, "Create one above")
+
+	_, body, _ = br.get(t, "/tokens")
+	require.Contains(t, body, `data-testid="token-form"`, "the admin's own tokens page has it")
+	res, _ := br.post(t, "/tokens", url.Values{"_csrf": {csrf}, "name": {"ci"}, "scopes": {"read"}, "expires_in": {"720h"}})
+	require.Equal(t, http.StatusCreated, res.StatusCode)
+
+	_, body, _ = br.get(t, "/admin/tokens")
+	require.Contains(t, body, `data-token-name="ci"`)
+	require.Contains(t, body, "root@example.com", "with its owner")
+	require.NotContains(t, body, `data-testid="token-form"`)
+	require.Contains(t, body, `data-testid="all-tokens-lead"`)
 }

@@ -22,7 +22,8 @@ func (s *Server) allTokensPage(c echo.Context) error {
 	return s.renderTokens(c, http.StatusOK, 0, account.TokensView{ShowOwner: true})
 }
 
-// renderTokens lists ownerID's tokens (0: everyone's) with the new-token form.
+// renderTokens lists ownerID's tokens with the new-token form, or (ownerID
+// 0) everyone's without it: a token made there would be the admin's own.
 func (s *Server) renderTokens(c echo.Context, status int, ownerID int64, v account.TokensView) error {
 	tokens, err := models.ListTokens(c.Request().Context(), s.DB.Bun, ownerID)
 	if err != nil {
@@ -31,6 +32,9 @@ func (s *Server) renderTokens(c echo.Context, status int, ownerID int64, v accou
 	now := time.Now()
 	for _, t := range tokens {
 		v.Tokens = append(v.Tokens, tokenRow(t, now))
+	}
+	if v.Form = ownerID != 0; !v.Form {
+		return s.render(c, status, account.Tokens(v))
 	}
 	checked := map[string]bool{auth.ScopeRead: true}
 	if len(v.Errors) > 0 {

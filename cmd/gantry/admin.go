@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/user"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/app"
+	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/web"
@@ -29,7 +33,55 @@ func (c *cli) adminCommand() *cobra.Command {
 	tokens := &cobra.Command{Use: "token", Short: "Create, list and revoke API tokens"}
 	tokens.AddCommand(c.tokenCreate(), c.tokenList(), c.tokenRevoke())
 	cmd.AddCommand(users, tokens)
+	cliErrors(cmd)
 	return cmd
+}
+
+// cliErrors makes the errors of cmd's commands read as the command line's:
+// the admin commands share the service with the API, whose invalid-field
+// errors name the request's fields ("the request has invalid fields (role:
+// …)"); here they name the argument or flag, once ("ROLE: unknown role …").
+func cliErrors(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		cliErrors(sub)
+	}
+	if cmd.RunE == nil {
+		return
+	}
+	run := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		err := run(cmd, args)
+		var ae *apperr.Error
+		if !errors.As(err, &ae) || len(ae.Fields) == 0 {
+			return err
+		}
+		fields := make([]string, 0, len(ae.Fields))
+		for f := range ae.Fields {
+			fields = append(fields, f)
+		}
+		sort.Strings(fields)
+		parts := make([]string, len(fields))
+		for i, f := range fields {
+			parts[i] = argumentOf(cmd, f) + ": " + ae.Fields[f]
+		}
+		return errors.New(strings.Join(parts, "; "))
+	}
+}
+
+// argumentOf names a service's field as cmd takes it: a positional
+// argument of its usage (ROLE), or a flag (--email, --expires for
+// expires_in).
+func argumentOf(cmd *cobra.Command, field string) string {
+	name := strings.ToUpper(field)
+	if slices.Contains(strings.Fields(cmd.Use), name) {
+		return name
+	}
+	for _, flag := range []string{strings.ReplaceAll(field, "_", "-"), strings.TrimSuffix(field, "_in")} {
+		if cmd.Flags().Lookup(flag) != nil {
+			return "--" + flag
+		}
+	}
+	return field
 }
 
 // cliActor names the operator in the log.
@@ -85,7 +137,7 @@ func (c *cli) userList() *cobra.Command {
 	cmd := &cobra.Command{Use: "list", Short: "List users", Args: cobra.NoArgs}
 	output := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := checkOutput(*output); err != nil {
+		if err := checkOutput(output); err != nil {
 			return err
 		}
 		a, err := c.openForAdmin(cmd)
@@ -228,7 +280,7 @@ func (c *cli) tokenList() *cobra.Command {
 	output := outputFlag(cmd)
 	cmd.Flags().StringVar(&email, "user", "", "only this user's tokens")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := checkOutput(*output); err != nil {
+		if err := checkOutput(output); err != nil {
 			return err
 		}
 		a, err := c.openForAdmin(cmd)

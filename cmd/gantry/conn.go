@@ -35,11 +35,24 @@ func (s *serverConn) addFlags(cmd *cobra.Command, persistent bool) {
 }
 
 // serverURL is the server's address: --server, GANTRY_SERVER,
-// GANTRY_BASE_URL or the latter's default.
+// GANTRY_BASE_URL or the latter's default. A bad one is named by where it
+// came from.
 func (s *serverConn) serverURL() (string, error) {
-	server := firstNonEmpty(s.server, s.cli.getenv("GANTRY_SERVER"), s.cli.getenv("GANTRY_BASE_URL"), defaultOf("GANTRY_BASE_URL"))
+	server, from := s.server, "--server"
+	for _, name := range []string{"GANTRY_SERVER", "GANTRY_BASE_URL"} {
+		if server == "" {
+			server, from = s.cli.getenv(name), name
+		}
+	}
+	if server == "" {
+		server, from = defaultOf("GANTRY_BASE_URL"), "GANTRY_BASE_URL's default"
+	}
 	if u, err := url.Parse(server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("GANTRY_SERVER=%q: must be an absolute http:// or https:// URL", server)
+		what := fmt.Sprintf("%s=%q", from, server)
+		if from == "GANTRY_BASE_URL" {
+			what += " (used as GANTRY_SERVER is not set)"
+		}
+		return "", fmt.Errorf("%s: must be an absolute http:// or https:// URL, such as http://localhost:8080", what)
 	}
 	return server, nil
 }

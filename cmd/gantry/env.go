@@ -174,7 +174,7 @@ func (c *cli) envAcquire(conn *envConn) *cobra.Command {
   gantry env acquire --pool ci --capability size=large --count 2 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkLeaseOutput(output); err != nil {
+			if err := checkOutput(&output, "text", "json", "env"); err != nil {
 				return err
 			}
 			cl, err := conn.client()
@@ -193,15 +193,8 @@ func (c *cli) envAcquire(conn *envConn) *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or env (export lines for sh, with the credentials)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or env (export lines for sh, with the credentials)")
 	return cmd
-}
-
-func checkLeaseOutput(o string) error {
-	if o != "table" && o != "json" && o != "env" {
-		return fmt.Errorf("--output must be table, json or env, not %q", o)
-	}
-	return nil
 }
 
 // printLeases shows leases: a table (no secrets), v as JSON, or env as sh
@@ -271,7 +264,7 @@ func (c *cli) envExtend(conn *envConn) *cobra.Command {
 		Example: `  gantry env extend "$GANTRY_ALLOCATION_ID" --by 1h`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkLeaseOutput(output); err != nil {
+			if err := checkOutput(&output, "text", "json", "env"); err != nil {
 				return err
 			}
 			if by <= 0 {
@@ -289,7 +282,7 @@ func (c *cli) envExtend(conn *envConn) *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&by, "by", time.Hour, "how much later")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or env (new AWS credentials, when the extension renewed them)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or env (new AWS credentials, when the extension renewed them)")
 	return cmd
 }
 
@@ -297,7 +290,7 @@ func (c *cli) envPools(conn *envConn) *cobra.Command {
 	cmd := &cobra.Command{Use: "pools", Short: "List pools and how many environments are free", Args: cobra.NoArgs}
 	output := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := checkOutput(*output); err != nil {
+		if err := checkOutput(output); err != nil {
 			return err
 		}
 		cl, err := conn.client()

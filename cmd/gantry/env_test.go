@@ -188,7 +188,7 @@ func TestEnvNeedsNoServerConfiguration(t *testing.T) {
 	_, _, err = gantry(t, []string{"GANTRY_TOKEN=x", "GANTRY_SECRET_KEY=short"}, "env", "acquire", "--pool", "ci", "--capability", "size")
 	require.ErrorContains(t, err, `--capability "size": want key=value`, "and no server settings are checked")
 	_, _, err = gantry(t, []string{"GANTRY_TOKEN=x"}, "env", "acquire", "--pool", "ci", "-o", "yaml")
-	require.ErrorContains(t, err, "--output must be table, json or env")
+	require.ErrorContains(t, err, "--output must be text, json or env")
 	_, _, err = gantry(t, []string{"GANTRY_TOKEN=x"}, "env", "exec", "--pool", "ci")
 	require.ErrorContains(t, err, "requires at least 1 arg")
 }

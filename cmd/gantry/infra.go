@@ -67,10 +67,10 @@ does not pass unnoticed.
   -o json   the units with their dependencies and the files each one reads`,
 		Args: cobra.ExactArgs(1),
 	}
-	output := graph.Flags().StringP("output", "o", "text", "text, dot or json")
+	output := outputFlag(graph, "text", "dot", "json")
 	graph.RunE = func(_ *cobra.Command, args []string) error {
-		if *output != "text" && *output != "dot" && *output != "json" {
-			return fmt.Errorf("--output must be text, dot or json, not %q", *output)
+		if err := checkOutput(output, "text", "dot", "json"); err != nil {
+			return err
 		}
 		info, err := os.Stat(args[0])
 		if err != nil {
@@ -199,10 +199,10 @@ func orEmpty(s []string) []string {
 func (c *cli) infraServerCommand(conn *serverConn, cmd *cobra.Command,
 	check func(args []string) error, run func(ctx context.Context, cl *client.Client, output string, args []string) error) *cobra.Command {
 	conn.addFlags(cmd, false)
-	output := cmd.Flags().StringP("output", "o", "text", "output format: text or json")
+	output := outputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if *output != "text" && *output != "json" {
-			return fmt.Errorf("--output must be text or json, not %q", *output)
+		if err := checkOutput(output); err != nil {
+			return err
 		}
 		if check != nil {
 			if err := check(args); err != nil {

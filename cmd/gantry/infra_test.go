@@ -79,6 +79,11 @@ func TestInfraCommandsSayWhatIsMissing(t *testing.T) {
 	require.ErrorContains(t, err, "no API token: set GANTRY_TOKEN (or --token) to an API token with the read scope, and the vote scope to vote")
 	_, _, err = gantry(t, []string{"GANTRY_SERVER=gantry.example.com", "GANTRY_TOKEN=x"}, "infra", "approvals")
 	require.ErrorContains(t, err, `GANTRY_SERVER="gantry.example.com": must be an absolute http:// or https:// URL`)
+	_, _, err = gantry(t, []string{"GANTRY_BASE_URL=localhost:8080", "GANTRY_TOKEN=x"}, "infra", "runs")
+	require.EqualError(t, err, `GANTRY_BASE_URL="localhost:8080" (used as GANTRY_SERVER is not set): must be an absolute http:// or https:// URL, such as http://localhost:8080`,
+		"names the variable that is wrong")
+	_, _, err = gantry(t, []string{"GANTRY_BASE_URL=http://localhost:8080", "GANTRY_TOKEN=x"}, "infra", "runs", "--server", "gantry.example.com")
+	require.ErrorContains(t, err, `--server="gantry.example.com": must be`)
 	_, _, err = gantry(t, []string{"GANTRY_TOKEN=x"}, "infra", "runs", "-o", "yaml")
 	require.ErrorContains(t, err, `--output must be text or json, not "yaml"`)
 	_, _, err = gantry(t, []string{"GANTRY_TOKEN=x"}, "infra", "run", "latest")
@@ -229,7 +234,7 @@ func TestInfraCommands(t *testing.T) {
 		require.Contains(t, out, rds.ExecutionID, "the next unit waits for ada now")
 
 		_, _, err = gantry(t, adaVote, "infra", "vote", vpc.ExecutionID, "reject")
-		require.ErrorContains(t, err, "votes are closed. [HTTP 409 conflict]")
+		require.ErrorContains(t, err, ", so its votes are closed. [HTTP 409 conflict]")
 
 		out, _, err = gantry(t, adaVote, "infra", "vote", rds.ExecutionID, "reject", "-o", "json")
 		require.NoError(t, err)

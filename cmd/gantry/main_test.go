@@ -37,6 +37,53 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 }
 
+// Every command's -o takes text or json (with formats of its own), and
+// "table", which env, admin and migrate took before, still means text.
+func TestOutputTakesTheSameWords(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"env", "pools"}, {"env", "acquire"}, {"env", "extend"}, {"infra", "runs"}, {"infra", "run"}, {"infra", "execution"},
+		{"infra", "approvals"}, {"infra", "vote"}, {"infra", "graph"}, {"admin", "user", "list"}, {"admin", "token", "list"}, {"migrate", "status"},
+	} {
+		out, _, err := gantry(t, nil, append(args, "--help")...)
+		require.NoError(t, err, args)
+		require.Regexp(t, `-o, --output string\s+output format: text(,| or) `, out, args)
+		require.NotRegexp(t, `output format:[^\n]*\btable\b`, out, args)
+	}
+	for _, args := range [][]string{{"env", "pools"}, {"env", "acquire", "--pool", "ci"}, {"infra", "runs"}, {"infra", "graph", "."}, {"admin", "user", "list"}} {
+		_, _, err := gantry(t, []string{"GANTRY_SERVER=http://127.0.0.1:1"}, append(args, "-o", "yaml")...)
+		require.Regexp(t, `^--output must be text(,| or) .*, not "yaml"$`, err.Error(), args)
+		for _, word := range []string{"text", "table"} {
+			_, _, err := gantry(t, []string{"GANTRY_SERVER=http://127.0.0.1:1"}, append(args, "-o", word)...)
+			if err != nil {
+				require.NotContains(t, err.Error(), "--output", args)
+			}
+		}
+	}
+}
+
+// gantry env and gantry infra only talk to a server: their help offers no
+// database or gantry.yaml; the commands that load the configuration do.
+func TestOnlyConfiguredCommandsTakeConfigurationFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"env"}, {"env", "pools"}, {"env", "exec"}, {"infra"}, {"infra", "runs"}, {"infra", "graph"}} {
+		out, _, err := gantry(t, nil, append(args, "--help")...)
+		require.NoError(t, err, args)
+		for _, flag := range []string{"--database-url", "--config", "--log-level"} {
+			require.NotContains(t, out, flag, args)
+		}
+		_, _, err = gantry(t, nil, append(args, "--database-url", "postgres://x/y")...)
+		require.ErrorContains(t, err, "unknown flag: --database-url", args)
+	}
+	for _, args := range [][]string{{"dev"}, {"serve"}, {"worker"}, {"migrate", "status"}, {"admin", "user", "create"}, {"config", "check"}} {
+		out, _, err := gantry(t, nil, append(args, "--help")...)
+		require.NoError(t, err, args)
+		for _, flag := range []string{"--database-url", "--config", "--log-level"} {
+			require.Contains(t, out, flag, args)
+		}
+	}
+}
+
 func TestBadConfigurationNamesTheVariable(t *testing.T) {
 	t.Parallel()
 	_, _, err := gantry(t, []string{"GANTRY_ADR=:8080"}, "serve")
@@ -125,7 +172,10 @@ func TestAdminCommands(t *testing.T) {
 	_, _, err = gantry(t, env, "admin", "user", "create", "--email", "ada@example.com")
 	require.ErrorContains(t, err, "already exists")
 	_, _, err = gantry(t, env, "admin", "user", "create", "--email", "bob@example.com", "--role", "root")
-	require.ErrorContains(t, err, "role")
+	require.EqualError(t, err, `--role: unknown role "root": use viewer, approver, operator or admin`, "once, naming the flag")
+	_, _, err = gantry(t, env, "admin", "user", "create", "--email", "bob", "--password", "short")
+	require.ErrorContains(t, err, "--email: must be an email address such as ada@example.com; --password: ")
+	require.NotContains(t, err.Error(), "the request has invalid fields")
 
 	out, _, err = gantry(t, env, "admin", "user", "list", "-o", "json")
 	require.NoError(t, err)
@@ -141,11 +191,16 @@ func TestAdminCommands(t *testing.T) {
 	require.True(t, strings.HasPrefix(secret, auth.TokenPrefix))
 	require.Contains(t, stderr, "shown only once")
 	_, _, err = gantry(t, env, "admin", "token", "create", "--user", "ada@example.com", "--name", "x", "--scopes", "admin")
-	require.ErrorContains(t, err, "only admins")
+	require.EqualError(t, err, "--scopes: only admins can hold the admin scope")
+	_, _, err = gantry(t, env, "admin", "token", "create", "--user", "ada@example.com", "--name", "x", "--expires", "-1h")
+	require.EqualError(t, err, "--expires: must not be negative")
 
 	out, _, err = gantry(t, env, "admin", "token", "list")
 	require.NoError(t, err)
 	require.Contains(t, out, "ci")
+	tableOut, _, err := gantry(t, env, "admin", "token", "list", "-o", "table")
+	require.NoError(t, err, "table, the old word for text, still works")
+	require.Equal(t, out, tableOut)
 	require.Contains(t, out, "active")
 	require.NotContains(t, out, secret)
 
@@ -157,6 +212,8 @@ func TestAdminCommands(t *testing.T) {
 	_, _, err = gantry(t, env, "admin", "token", "revoke", "99")
 	require.ErrorContains(t, err, "No token with id 99")
 
+	_, _, err = gantry(t, env, "admin", "user", "role", "ada@example.com", "superuser")
+	require.EqualError(t, err, `ROLE: unknown role "superuser": use viewer, approver, operator or admin`, "once, naming the argument")
 	_, _, err = gantry(t, env, "admin", "user", "role", "ada@example.com", "admin")
 	require.NoError(t, err)
 	out, _, err = gantry(t, env, "admin", "user", "password", "ada@example.com")

@@ -66,7 +66,7 @@ from several processes at once is safe.`,
 	}
 	output := outputFlag(status)
 	status.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := checkOutput(*output); err != nil {
+		if err := checkOutput(output); err != nil {
 			return err
 		}
 		a, err := c.openForAdmin(cmd)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -43,11 +44,23 @@ flags override them.`,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().StringVar(c.flag("DATABASE_URL"), "database-url", "", "PostgreSQL URL (env DATABASE_URL)")
-	root.PersistentFlags().StringVar(c.flag("GANTRY_CONFIG"), "config", "", "path of gantry.yaml (env GANTRY_CONFIG)")
-	root.PersistentFlags().StringVar(c.flag("GANTRY_LOG_LEVEL"), "log-level", "", "debug, info, warn or error (env GANTRY_LOG_LEVEL)")
-	root.AddCommand(c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand(), c.configCommand(), c.infraCommand(), c.envCommand())
+	// The commands that load Gantry's configuration take the flags that
+	// override it; env and infra, which only talk to a server, do not.
+	for _, cmd := range []*cobra.Command{c.devCommand(), c.serveCommand(), c.workerCommand(), c.migrateCommand(), c.adminCommand(), c.configCommand()} {
+		c.configFlags(cmd)
+		root.AddCommand(cmd)
+	}
+	root.AddCommand(c.infraCommand(), c.envCommand())
 	return root.ExecuteContext(ctx)
+}
+
+// configFlags adds the flags that override configuration every command
+// loading it reads, for cmd and its subcommands.
+func (c *cli) configFlags(cmd *cobra.Command) {
+	fs := cmd.PersistentFlags()
+	fs.StringVar(c.flag("DATABASE_URL"), "database-url", "", "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(c.flag("GANTRY_CONFIG"), "config", "", "path of gantry.yaml (env GANTRY_CONFIG)")
+	fs.StringVar(c.flag("GANTRY_LOG_LEVEL"), "log-level", "", "debug, info, warn or error (env GANTRY_LOG_LEVEL)")
 }
 
 // flag returns the override slot for variable name; commands that offer the
@@ -85,16 +98,40 @@ func (c *cli) getenv(name string) string {
 
 func (c *cli) printf(format string, args ...any) { fmt.Fprintf(c.stdout, format, args...) }
 
-// outputFlag adds -o/--output to a listing command.
-func outputFlag(cmd *cobra.Command) *string {
-	return cmd.Flags().StringP("output", "o", "table", "output format: table or json")
+// Every command's -o/--output takes the same words: text for people, json
+// for scripts, and a few formats of a command's own (dot, env). "table",
+// which gantry env, admin and migrate took before, still means text.
+var textOrJSON = []string{"text", "json"}
+
+// outputFlag adds -o/--output taking formats (default: text or json).
+func outputFlag(cmd *cobra.Command, formats ...string) *string {
+	if len(formats) == 0 {
+		formats = textOrJSON
+	}
+	return cmd.Flags().StringP("output", "o", "text", "output format: "+orList(formats))
 }
 
-func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return fmt.Errorf("--output must be table or json, not %q", o)
+// checkOutput accepts o when it is one of formats (default: text or
+// json), turning the old "table" into "text".
+func checkOutput(o *string, formats ...string) error {
+	if len(formats) == 0 {
+		formats = textOrJSON
+	}
+	if *o == "table" {
+		*o = "text"
+	}
+	if !slices.Contains(formats, *o) {
+		return fmt.Errorf("--output must be %s, not %q", orList(formats), *o)
 	}
 	return nil
+}
+
+// orList is "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 func joinComma(s []string) string { return strings.Join(s, ",") }

@@ -36,6 +36,7 @@ func TestAbortRun(t *testing.T) {
 	require.Nil(t, lock)
 	_, err = b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: vpc.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaAPI})
 	require.Equal(t, apperr.Conflict, apperr.CodeOf(err), "votes are closed")
+	require.EqualError(t, err, "Execution "+vpc.ExecutionID+" was aborted, so its votes are closed.")
 	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
 
 	err = b.Infra.AbortRun(b.ctx, run.ID, "user:olivia@example.com", "")

@@ -50,7 +50,7 @@ func (k executionKind) Lock(ctx context.Context, tx jobs.Tx, id string) (approva
 	}
 	switch {
 	case x.Ended():
-		return approvals.Ballot{}, apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
+		return approvals.Ballot{}, votesClosed(x)
 	case x.ApprovalID == nil:
 		return approvals.Ballot{}, apperr.New(apperr.Conflict, "Execution %s is %s; it takes votes once its plan is ready.", x.ExecutionID, describe(x))
 	}
@@ -58,7 +58,7 @@ func (k executionKind) Lock(ctx context.Context, tx jobs.Tx, id string) (approva
 		DeploymentID: DeploymentID(run), TargetID: ExecutionTarget(x.ExecutionID), Revision: run.MergeCommit,
 	}}
 	if x.Status != models.ExecRunning || x.Step != models.StepVoting {
-		b.Closed = apperr.New(apperr.Conflict, "Execution %s is %s; votes are closed.", x.ExecutionID, describe(x))
+		b.Closed = votesClosed(x)
 	}
 	return b, nil
 }
@@ -193,6 +193,19 @@ func (s *Service) closeVotes(ctx context.Context, tx jobs.Tx, x *models.Executio
 		return nil
 	}
 	return s.Approvals.Close(ctx, tx, ExecutionSubject(x.ExecutionID))
+}
+
+// votesClosed says why x takes no more votes, as people say it:
+// "Execution … failed, so its votes are closed."
+func votesClosed(x *models.Execution) error {
+	state := "is " + describe(x)
+	switch x.Status {
+	case models.ExecSucceeded, models.ExecFailed:
+		state = x.Status
+	case models.ExecAborted:
+		state = "was aborted"
+	}
+	return apperr.New(apperr.Conflict, "Execution %s %s, so its votes are closed.", x.ExecutionID, state)
 }
 
 func describe(x *models.Execution) string {

@@ -42,6 +42,9 @@ type TokensView struct {
 	Errors    map[string]string
 	FormName  string
 	ShowOwner bool
+	// Form offers the new-token form: on one's own tokens, not on the
+	// admin's list of everyone's, where a new token would be the admin's.
+	Form bool
 }
 
 func tokenRevokeURL(id int64) string { return "/tokens/" + strconv.FormatInt(id, 10) + "/revoke" }
