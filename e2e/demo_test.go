@@ -19,10 +19,14 @@ import (
 // a dirty environment); the screenshots are the tour.
 func TestDevDemo(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
+	// As the README runs it: GANTRY_DATA_DIR left at its default, .gantry,
+	// a path relative to the working directory.
+	workDir := t.TempDir()
+	dataDir := filepath.Join(workDir, ".gantry")
+	require.NoError(t, os.Mkdir(dataDir, 0o755))
 	// As root, PostgreSQL runs as the postgres user, who must be able to
 	// reach the directory.
-	for _, dir := range []string{filepath.Dir(dataDir), dataDir} {
+	for _, dir := range []string{filepath.Dir(workDir), workDir, dataDir} {
 		require.NoError(t, os.Chmod(dir, 0o755))
 	}
 	pgDir := filepath.Join(dataDir, "postgres")
@@ -30,7 +34,7 @@ func TestDevDemo(t *testing.T) {
 
 	addr := freeAddr(t)
 	baseURL := "http://" + addr
-	p := startProcess(t, "gantry-dev-demo", processEnv("GANTRY_DATA_DIR="+dataDir, "GANTRY_ADDR="+addr, "GANTRY_BASE_URL="+baseURL), "dev", "--demo")
+	p := startProcessIn(t, workDir, "gantry-dev-demo", processEnv("GANTRY_ADDR="+addr, "GANTRY_BASE_URL="+baseURL), "dev", "--demo")
 	p.waitReady(t, baseURL, devFirstReadyTimeout)
 	out := waitForOutput(t, p, "Gantry is running at "+baseURL)
 	m := regexp.MustCompile(`(?m)^\s*email:\s*(\S+)\s*\n\s*password:\s*(\S+)\s*$`).FindStringSubmatch(out)

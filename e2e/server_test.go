@@ -56,6 +56,13 @@ type process struct {
 // must exit cleanly (status 0) within stopTimeout.
 func startProcess(t *testing.T, name string, environ []string, args ...string) *process {
 	t.Helper()
+	return startProcessIn(t, "", name, environ, args...)
+}
+
+// startProcessIn is startProcess in the working directory dir ("" for the
+// test's own).
+func startProcessIn(t *testing.T, dir, name string, environ []string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, stdout: &lockedBuffer{}, exited: make(chan struct{})}
 	p.stderrPath = filepath.Join(t.TempDir(), name+".stderr.log")
 	stderr, err := os.Create(p.stderrPath)
@@ -63,6 +70,7 @@ func startProcess(t *testing.T, name string, environ []string, args ...string) *
 	defer stderr.Close() // the child has its own copy of the descriptor
 
 	p.cmd = exec.Command(env.bin, args...)
+	p.cmd.Dir = dir
 	p.cmd.Env = environ
 	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = stderr

@@ -225,6 +225,13 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	if c.WorkDir == "" {
 		c.WorkDir = filepath.Join(c.DataDir, "work")
 	}
+	// Commands run in their unit's own directory, so a path Gantry hands
+	// them (a plan file) must not be relative to Gantry's.
+	if abs, err := filepath.Abs(c.WorkDir); err == nil {
+		c.WorkDir = abs
+	} else {
+		fail("GANTRY_WORK_DIR", err.Error())
+	}
 	for _, name := range strings.Split(get("GANTRY_COMMAND_ENV"), ",") {
 		if name = strings.TrimSpace(name); name == "" {
 			continue

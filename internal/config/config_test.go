@@ -90,3 +90,18 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		require.Contains(t, string(doc), "| `"+v.Name+"` |", "docs/configuration.md has no row for %s", v.Name)
 	}
 }
+
+// TestWorkDirIsAbsolute: commands run in their unit's directory, so the
+// work directory (where plan files go) is absolute even when it was given,
+// or defaulted, relative to Gantry's working directory.
+func TestWorkDirIsAbsolute(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	c, err := config.Load(nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(wd, ".gantry", "work"), c.WorkDir)
+	c, err = config.Load([]string{"GANTRY_WORK_DIR=scratch/work"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(wd, "scratch", "work"), c.WorkDir)
+}
