@@ -96,12 +96,6 @@ func (r *Router) VotePage(kind string, f VotePageFunc) {
 	r.s.votePages[kind] = f
 }
 
-// Public adds a route that authenticates its callers itself (a signed
-// webhook delivery, a signed voting link) with the middleware given.
-func (r *Router) Public(method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
-	r.s.echo.Add(method, path, h, mw...)
-}
-
 // Render writes a page inside Gantry's layout (navigation, user, flash).
 func (r *Router) Render(c echo.Context, status int, page templ.Component) error {
 	return r.s.render(c, status, page)
