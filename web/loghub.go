@@ -77,10 +77,11 @@ func (h *logHub) subscribe(ctx context.Context) (<-chan logBatch, int64, func(),
 	return sub.ch, start, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if _, ok := h.subs[sub]; ok {
-			delete(h.subs, sub)
-			close(sub.ch)
+		if _, ok := h.subs[sub]; !ok {
+			return // already closed by publish, or unsubscribed
 		}
+		delete(h.subs, sub)
+		close(sub.ch)
 		if len(h.subs) == 0 {
 			h.valid = false
 		}
