@@ -163,7 +163,8 @@ func ListLog(ctx context.Context, db bun.IDB, f LogFilter) ([]LogEntry, error) {
 // signed in as user:<email>, voting as the bare <email>, through one of
 // their tokens as token:<id>:<email>. So "ada@example.com" and
 // "user:ada@example.com" find the same entries. Any other actor (gantry,
-// cli:root, token:2:ci@example.com) matches exactly.
+// cli:root, token:2:ci@example.com) matches exactly. actorMatchesEntry is
+// the same test in memory.
 func actorMatches(q *bun.SelectQuery, actor string) *bun.SelectQuery {
 	actor = strings.TrimSpace(actor)
 	email := strings.TrimPrefix(actor, "user:")
@@ -172,6 +173,42 @@ func actorMatches(q *bun.SelectQuery, actor string) *bun.SelectQuery {
 	}
 	return q.Where("actor = ?", email).WhereOr("actor = ?", "user:"+email).
 		WhereOr("starts_with(actor, 'token:') AND split_part(actor, ':', 3) = ?", email)
+}
+
+// Matches reports whether ListLog with f would select e, leaving Limit
+// aside: the same test in memory, for the live log, which reads new entries
+// once per process and filters them for each open stream (web/loghub.go).
+// Keep it next to ListLog and actorMatches and change them together;
+// TestLogFilterMatchesAgreesWithListLog checks that they agree.
+func (f LogFilter) Matches(e *LogEntry) bool {
+	switch {
+	case f.Target != "" && e.TargetID != f.Target,
+		f.Revision != "" && e.Revision != f.Revision,
+		f.Deployment != "" && e.DeploymentID != f.Deployment,
+		f.Event != "" && !strings.Contains(strings.ToLower(e.Event), strings.ToLower(strings.TrimSpace(f.Event))),
+		f.Actor != "" && !actorMatchesEntry(f.Actor, e.Actor),
+		// PostgreSQL keeps microseconds; Bun writes the bound with at most that.
+		!f.Since.IsZero() && e.CreatedAt.Before(f.Since.Truncate(time.Microsecond)),
+		!f.Until.IsZero() && !e.CreatedAt.Before(f.Until.Truncate(time.Microsecond)),
+		f.BeforeID > 0 && e.ID >= f.BeforeID,
+		f.AfterID > 0 && e.ID <= f.AfterID:
+		return false
+	}
+	return true
+}
+
+// actorMatchesEntry is actorMatches in memory.
+func actorMatchesEntry(actor, entryActor string) bool {
+	actor = strings.TrimSpace(actor)
+	email := strings.TrimPrefix(actor, "user:")
+	if !strings.Contains(email, "@") || strings.Contains(email, ":") {
+		return entryActor == actor
+	}
+	if entryActor == email || entryActor == "user:"+email {
+		return true
+	}
+	parts := strings.Split(entryActor, ":") // split_part(actor, ':', 3)
+	return strings.HasPrefix(entryActor, "token:") && len(parts) >= 3 && parts[2] == email
 }
 
 // LastLogID is the newest entry's id, where a live tail starts.

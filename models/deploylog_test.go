@@ -205,3 +205,73 @@ func revisions(entries []models.LogEntry) []string {
 	}
 	return out
 }
+
+// TestLogFilterMatchesAgreesWithListLog checks the in-memory matcher the live
+// log uses against the SQL of ListLog, filter by filter, over the same entries.
+func TestLogFilterMatchesAgreesWithListLog(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	entries := []models.LogEntry{
+		{DeploymentID: "d1", TargetID: "p-web", Revision: "v1", Event: "pipeline-started", Actor: "user:ada@example.com"},
+		{DeploymentID: "d1", TargetID: "p-web", Revision: "v1", Event: "Execution-Started", Actor: "ada@example.com"},
+		{DeploymentID: "d2", TargetID: "p-api", Revision: "v2", Event: "execution-failed", Actor: "token:7:ada@example.com"},
+		{DeploymentID: "d2", TargetID: "p-api", Revision: "v2", Event: "stage-finished-successfully", Actor: "token:2:ci@example.com"},
+		{DeploymentID: "", TargetID: "p-web ", Revision: "", Event: "x", Actor: "gantry"},
+		{DeploymentID: "d3", TargetID: "p-api", Revision: "V2", Event: "pipeline-failed", Actor: "cli:root"},
+		{DeploymentID: "d3", TargetID: "P-API", Revision: "v3", Event: "vote", Actor: "token:9:bob@example.com:x"},
+		{DeploymentID: "d3", TargetID: "p-api", Revision: "v3", Event: "vote", Actor: "user:bob@example.com"},
+		{DeploymentID: "d3", TargetID: "p-api", Revision: "v3", Event: "vote", Actor: "tokenx:1:bob@example.com"},
+	}
+	appendAll(t, db, entries...)
+	all, err := models.ListLog(ctx, db.Bun, models.LogFilter{Limit: models.MaxLogPage})
+	require.NoError(t, err)
+	require.Len(t, all, len(entries))
+	// Times the entries straddle: between the third and fourth, and later.
+	mid := all[len(all)-4].CreatedAt.Add(time.Nanosecond * 500) // finer than PostgreSQL keeps
+	first, last := all[len(all)-1], all[0]
+
+	filters := map[string]models.LogFilter{
+		"none":                     {},
+		"target":                   {Target: "p-api"},
+		"target exact":             {Target: "p-web"},
+		"target with space":        {Target: "p-web "},
+		"event part":               {Event: "execution"},
+		"event case and spaces":    {Event: "  STARTED "},
+		"event spaces only":        {Event: "   "},
+		"event none":               {Event: "nothing"},
+		"revision":                 {Revision: "v2"},
+		"revision empty":           {Revision: ""},
+		"deployment":               {Deployment: "d3"},
+		"actor email":              {Actor: "ada@example.com"},
+		"actor user form":          {Actor: " user:ada@example.com "},
+		"actor bob":                {Actor: "bob@example.com"},
+		"actor token exact":        {Actor: "token:2:ci@example.com"},
+		"actor other":              {Actor: "cli:root"},
+		"actor gantry":             {Actor: "gantry"},
+		"actor blank":              {Actor: "  "},
+		"since":                    {Since: mid},
+		"until":                    {Until: mid},
+		"since first":              {Since: first.CreatedAt},
+		"until last":               {Until: last.CreatedAt},
+		"after":                    {AfterID: first.ID + 2},
+		"before":                   {BeforeID: first.ID + 2},
+		"after and before":         {AfterID: first.ID, BeforeID: last.ID},
+		"combined":                 {Target: "p-api", Event: "vote", Actor: "bob@example.com", Revision: "v3"},
+		"combined with deployment": {Deployment: "d2", Actor: "ada@example.com", Event: "fail"},
+	}
+	for name, f := range filters {
+		t.Run(name, func(t *testing.T) {
+			f.Limit = models.MaxLogPage
+			fromSQL, err := models.ListLog(ctx, db.Bun, f)
+			require.NoError(t, err)
+			want := map[int64]bool{}
+			for _, e := range fromSQL {
+				want[e.ID] = true
+			}
+			for _, e := range all {
+				require.Equal(t, want[e.ID], f.Matches(&e), "entry %d (%s %s %s %s %s)", e.ID, e.TargetID, e.Event, e.Revision, e.Actor, e.DeploymentID)
+			}
+		})
+	}
+}

@@ -104,8 +104,10 @@ func (s *Server) logPage(c echo.Context) error {
 }
 
 // logStream tails the log as server-sent events, each a rendered table row.
-// It wakes on PostgreSQL notifications and also polls now and then, so an
-// entry committed by any process anywhere shows up.
+// It reads what the client missed (after=, Last-Event-ID) with a query of
+// its own, once, then lives on the entries the process's logHub reads for
+// every stream, filtering them in memory: an entry committed by any process
+// anywhere shows up within about a second, and open streams add no queries.
 func (s *Server) logStream(c echo.Context) error {
 	f, _, err := logFilter(c)
 	if err != nil {
@@ -114,12 +116,16 @@ func (s *Server) logStream(c echo.Context) error {
 	if id, err := strconv.ParseInt(c.Request().Header.Get("Last-Event-ID"), 10, 64); err == nil && id > f.AfterID {
 		f.AfterID = id // a reconnecting browser resumes where it was
 	}
-	if f.AfterID == 0 {
-		if f.AfterID, err = models.LastLogID(c.Request().Context(), s.DB.Bun); err != nil {
-			return err
-		}
+	ctx := c.Request().Context()
+	batches, start, unsubscribe, err := s.hub.subscribe(ctx)
+	if err != nil {
+		return err
 	}
-	f.Limit = 100
+	defer unsubscribe()
+	if f.AfterID == 0 {
+		f.AfterID = start // no position given: tail from now
+	}
+	f.Limit = 0 // the hub's entries are not paged per stream
 
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
@@ -129,41 +135,72 @@ func (s *Server) logStream(c echo.Context) error {
 	fmt.Fprint(w, "retry: 3000\n\n")
 	w.Flush()
 
-	wake, unsubscribe := s.hub.subscribe()
-	defer unsubscribe()
-	poll := time.NewTicker(10 * time.Second)
-	defer poll.Stop()
-	ctx := c.Request().Context()
-	for {
-		entries, err := models.ListLog(ctx, s.DB.Bun, f)
+	send := func(e *models.LogEntry) bool {
+		var buf bytes.Buffer
+		if err := logview.RowView(logRow(*e)).Render(ctx, &buf); err != nil {
+			return false
+		}
+		fmt.Fprintf(w, "id: %d\nevent: row\n", e.ID)
+		for _, line := range sseLines(buf.String()) {
+			fmt.Fprintf(w, "data: %s\n", line)
+		}
+		fmt.Fprint(w, "\n")
+		f.AfterID = e.ID
+		return true
+	}
+
+	// Catch up to where the hub's batches start, with this stream's filter.
+	catchUp := f
+	catchUp.Limit = 100
+	if catchUp.BeforeID == 0 || catchUp.BeforeID > start+1 {
+		catchUp.BeforeID = start + 1
+	}
+	for catchUp.AfterID < start {
+		entries, err := models.ListLog(ctx, s.DB.Bun, catchUp)
 		if err != nil {
 			return nil // the client reconnects with Last-Event-ID
 		}
-		for _, e := range entries {
-			var buf bytes.Buffer
-			if err := logview.RowView(logRow(e)).Render(ctx, &buf); err != nil {
+		for i := range entries {
+			if !send(&entries[i]) {
 				return nil
 			}
-			fmt.Fprintf(w, "id: %d\nevent: row\n", e.ID)
-			for _, line := range sseLines(buf.String()) {
-				fmt.Fprintf(w, "data: %s\n", line)
-			}
-			fmt.Fprint(w, "\n")
-			f.AfterID = e.ID
 		}
-		if len(entries) > 0 {
-			w.Flush()
+		w.Flush()
+		if len(entries) < catchUp.Limit {
+			break
 		}
-		if len(entries) == f.Limit {
-			continue // more waiting
-		}
+		catchUp.AfterID = entries[len(entries)-1].ID
+	}
+
+	keepAlive := time.NewTicker(10 * time.Second)
+	defer keepAlive.Stop()
+	next := start // the hub's next batch starts after this id
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wake:
-		case <-poll.C:
+		case <-keepAlive.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 			w.Flush()
+		case b, ok := <-batches:
+			if !ok || b.from != next {
+				// Closed: this stream fell logSubBuffer batches behind. It
+				// ends; the browser reconnects with Last-Event-ID.
+				return nil
+			}
+			next = b.to
+			sent := false
+			for i := range b.entries {
+				if f.Matches(&b.entries[i]) { // also skips ids up to f.AfterID
+					if !send(&b.entries[i]) {
+						return nil
+					}
+					sent = true
+				}
+			}
+			if sent {
+				w.Flush()
+			}
 		}
 	}
 }

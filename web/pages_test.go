@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/testdb"
@@ -524,4 +525,95 @@ func TestAdminTokensPageListsWithoutTheForm(t *testing.T) {
 	require.Contains(t, body, "root@example.com", "with its owner")
 	require.NotContains(t, body, `data-testid="token-form"`)
 	require.Contains(t, body, `data-testid="all-tokens-lead"`)
+}
+
+// logReads counts the queries that read the deployment log.
+type logReads struct{ n atomic.Int64 }
+
+func (c *logReads) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
+
+func (c *logReads) AfterQuery(_ context.Context, e *bun.QueryEvent) {
+	q := strings.TrimSpace(e.Query)
+	if strings.HasPrefix(q, "SELECT") && strings.Contains(q, "deployment_log") {
+		c.n.Add(1)
+	}
+}
+
+// TestLogHubQueriesDoNotGrowWithStreams: with one stream or fifty open, the
+// same entries cost about the same number of reads of the log (the hub's
+// polls), and every stream still gets exactly the entries its filter wants.
+func TestLogHubQueriesDoNotGrowWithStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reads := &logReads{}
+	b.db.Bun.AddQueryHook(reads)
+	b.user(t, "ops@example.com", models.RoleOperator)
+	br := b.browser(t)
+	br.login(t, "ops@example.com")
+
+	measure := func(t *testing.T, streams int) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var mu sync.Mutex
+		got := make([]map[int64]bool, streams)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		for i := range streams {
+			got[i] = map[int64]bool{}
+			req, _ := http.NewRequestWithContext(ctx, "GET", b.srv.URL+"/log/stream?target=p-"+strconv.Itoa(i%2), nil)
+			res, err := br.Do(req)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer res.Body.Close()
+				sc := bufio.NewScanner(res.Body)
+				for sc.Scan() {
+					if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+						n, _ := strconv.ParseInt(id, 10, 64)
+						mu.Lock()
+						got[i][n] = true
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		// Every stream is subscribed once its answer has begun.
+		before := reads.n.Load()
+		want := [2]map[int64]bool{{}, {}}
+		for round := range 3 {
+			for target := range 2 {
+				e := &models.LogEntry{TargetID: "p-" + strconv.Itoa(target), Event: "round-" + strconv.Itoa(round), Actor: "t"}
+				require.NoError(t, models.AppendLog(ctx, b.db.Bun, e))
+				want[target][e.ID] = true
+			}
+			require.Eventually(t, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				for i := range streams {
+					if len(got[i]) < len(want[i%2]) {
+						return false
+					}
+				}
+				return true
+			}, time.Minute, 10*time.Millisecond, "every stream gets round %d", round)
+		}
+		n := reads.n.Load() - before
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range streams {
+			require.Equal(t, want[i%2], got[i], "stream %d gets its target's entries, only those", i)
+		}
+		return n
+	}
+
+	one := measure(t, 1)
+	fifty := measure(t, 50)
+	t.Logf("reads of the log while 6 entries reached the streams: %d with 1 stream, %d with 50", one, fifty)
+	// The hub polls once a second, whoever listens: the counts differ only by
+	// a tick or two of timing. A query per stream per entry would be 300.
+	require.LessOrEqual(t, fifty, one+3)
+	require.Less(t, fifty, int64(15))
 }
