@@ -47,6 +47,23 @@ func TestDevDemo(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("run-row").First()).ToBeVisible())
 	saveScreenshot(t, page, "demo-infra")
 
+	// On a phone the runs table scrolls sideways, with a shadow at the
+	// edge where more of it is hidden, and each run's status is on screen.
+	require.NoError(t, page.SetViewportSize(390, 844))
+	open(t, page, baseURL+"/infra", 200)
+	status := page.GetByTestId("run-row").First().GetByTestId("run-status-cell")
+	require.NoError(t, expect.Locator(status).ToBeVisible())
+	box, err := status.BoundingBox()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, box.X, 0.0)
+	require.LessOrEqual(t, box.X+box.Width, 390.0, "the first run's status at 390px wide is off-screen: %+v", box)
+	hint, err := page.GetByTestId("recent-runs").Locator(".table-wrap").Evaluate(
+		`w => w.scrollWidth > w.clientWidth && getComputedStyle(w).backgroundImage.includes("radial-gradient")`, nil)
+	require.NoError(t, err)
+	require.Equal(t, true, hint, "the runs table scrolls sideways and shows a shadow where it is cut")
+	saveScreenshot(t, page, "phone-demo-infra")
+	require.NoError(t, page.SetViewportSize(desktopWidth, desktopHeight))
+
 	require.NoError(t, broken.Locator("a").First().Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("plans-scan-failed")).ToBeVisible(), "the page says why nothing was planned")
 	require.NoError(t, expect.Locator(page.GetByTestId("plan-error")).ToContainText(`dependency "rds" has no config_path`))
