@@ -64,6 +64,15 @@ func TestDevDemo(t *testing.T) {
 	saveScreenshot(t, page, "phone-demo-infra")
 	require.NoError(t, page.SetViewportSize(desktopWidth, desktopHeight))
 
+	// The admin votes on nothing: the empty Approvals page says who does and
+	// where voters are set, without assuming a gantry.yaml.
+	open(t, page, baseURL+"/approvals", 200)
+	empty := page.GetByTestId("empty-approvals")
+	require.NoError(t, expect.Locator(empty).ToContainText("You are a voter of no infrastructure account"))
+	require.NoError(t, expect.Locator(empty).ToContainText("under gantry dev --demo, by the demo"))
+	require.NoError(t, expect.Locator(empty).ToContainText("voted on by arun.approver@example.com"))
+	saveScreenshot(t, page, "demo-approvals-empty")
+
 	require.NoError(t, broken.Locator("a").First().Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("plans-scan-failed")).ToBeVisible(), "the page says why nothing was planned")
 	require.NoError(t, expect.Locator(page.GetByTestId("plan-error")).ToContainText(`dependency "rds" has no config_path`))
