@@ -51,6 +51,23 @@ func TestDevDemo(t *testing.T) {
 	require.NoError(t, expect.Locator(page.GetByTestId("run-row").First()).ToBeVisible())
 	saveScreenshot(t, page, "demo-infra")
 
+	// On a phone the runs table scrolls sideways, with a shadow at the
+	// edge where more of it is hidden, and each run's status is on screen.
+	require.NoError(t, page.SetViewportSize(390, 844))
+	open(t, page, baseURL+"/infra", 200)
+	status := page.GetByTestId("run-row").First().GetByTestId("run-status-cell")
+	require.NoError(t, expect.Locator(status).ToBeVisible())
+	box, err := status.BoundingBox()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, box.X, 0.0)
+	require.LessOrEqual(t, box.X+box.Width, 390.0, "the first run's status at 390px wide is off-screen: %+v", box)
+	hint, err := page.GetByTestId("recent-runs").Locator(".table-wrap").Evaluate(
+		`w => w.scrollWidth > w.clientWidth && getComputedStyle(w).backgroundImage.split("gradient(").length > 4`, nil)
+	require.NoError(t, err)
+	require.Equal(t, true, hint, "the runs table scrolls sideways and shows a shadow where it is cut")
+	saveScreenshot(t, page, "phone-demo-infra")
+	require.NoError(t, page.SetViewportSize(desktopWidth, desktopHeight))
+
 	require.NoError(t, broken.Locator("a").First().Click())
 	require.NoError(t, expect.Locator(page.GetByTestId("plans-scan-failed")).ToBeVisible(), "the page says why nothing was planned")
 	require.NoError(t, expect.Locator(page.GetByTestId("plan-error")).ToContainText(`dependency "rds" has no config_path`))
@@ -106,6 +123,24 @@ func TestDevDemo(t *testing.T) {
 	require.True(t, dirty, "the demo's dirty device waits for a human (no dirty row within %v)", conditionWait)
 	require.NoError(t, expect.Locator(page.GetByTestId("capacity").First()).ToBeVisible())
 	saveScreenshot(t, page, "demo-environments")
+
+	// Its operator was told, in the dev mailbox.
+	eventually(t, "the dirty-environment notice about pixel-7 in the mailbox", func() bool {
+		open(t, page, baseURL+"/dev/mailbox", 200)
+		n, err := page.GetByTestId("mail-row").Filter(playwright.LocatorFilterOptions{HasText: "pixel-7"}).Count()
+		require.NoError(t, err)
+		return n > 0
+	})
+	saveScreenshot(t, page, "demo-mailbox-dirty")
+
+	// The admin votes on nothing: the empty Approvals page says who does and
+	// where voters are set, without assuming a gantry.yaml.
+	open(t, page, baseURL+"/approvals", 200)
+	empty := page.GetByTestId("empty-approvals")
+	require.NoError(t, expect.Locator(empty).ToContainText("You are a voter of no infrastructure account"))
+	require.NoError(t, expect.Locator(empty).ToContainText("under gantry dev --demo, by the demo"))
+	require.NoError(t, expect.Locator(empty).ToContainText("voted on by arun.approver@example.com"))
+	saveScreenshot(t, page, "demo-approvals-empty")
 
 	code, err := p.stop(syscall.SIGINT, stopTimeout)
 	require.NoError(t, err)

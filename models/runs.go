@@ -200,6 +200,14 @@ func TakeMergeLock(ctx context.Context, tx bun.IDB, r *Run) (bool, error) {
 	return n == 1, err
 }
 
+// BackdateMergeLock sets when run's lock of its repository was taken: for
+// rows written as history (the demo), whose run took it before now.
+func BackdateMergeLock(ctx context.Context, tx bun.IDB, r *Run, at time.Time) error {
+	_, err := tx.NewUpdate().Model((*MergeLock)(nil)).Set("locked_at = ?", at).
+		Where("repository = ?", r.Repository).Where("run_id = ?", r.ID).Exec(ctx)
+	return err
+}
+
 // ReleaseMergeLock releases repo's lock if run holds it.
 func ReleaseMergeLock(ctx context.Context, tx bun.IDB, repo string, runID int64) error {
 	_, err := tx.NewDelete().Model((*MergeLock)(nil)).Where("repository = ?", repo).Where("run_id = ?", runID).Exec(ctx)

@@ -52,7 +52,7 @@ func (s *Server) approvalsPage(c echo.Context) error {
 	}
 	v := approvalsview.IndexView{Voter: user.Email, CanVote: user.Role.Includes(models.RoleApprover)}
 	if w.Total == 0 {
-		if v.VoterOf, v.NoAccounts, err = s.voterOf(ctx, user.Email); err != nil {
+		if v.Empty, err = s.emptyApprovals(ctx, user.Email); err != nil {
 			return err
 		}
 		return s.render(c, http.StatusOK, approvalsview.Index(v))
@@ -107,22 +107,36 @@ func approvalRow(it approvals.Item) approvalsview.Row {
 	return row
 }
 
-// voterOf says where gantry.yaml names email as a voter, for the empty
-// /approvals page, and whether anything that takes votes is configured.
-func (s *Server) voterOf(ctx context.Context, email string) ([]string, bool, error) {
+// emptyApprovals says, on an empty /approvals, what would make votes appear
+// for email: for infrastructure (the one area whose subjects take votes), the
+// accounts it votes for, or who votes for each account and where voters are
+// set. It names no file as the place: under gantry dev --demo there is none.
+func (s *Server) emptyApprovals(ctx context.Context, email string) (approvalsview.Empty, error) {
 	repos, err := models.ListRepositories(ctx, s.DB.Bun)
 	if err != nil {
-		return nil, false, err
+		return approvalsview.Empty{}, err
 	}
-	var lines []string
+	const where = "Repositories, their accounts and each account's voters are set in gantry.yaml (or, under gantry dev --demo, by the demo)."
+	if len(repos) == 0 {
+		return approvalsview.Empty{Body: "No infrastructure repository is configured, so nothing takes votes yet. " + where +
+			" Once there is one, each plan of an account that lists you among its voters waits here (and in an email with a voting link) until enough voters approve or reject it."}, nil
+	}
+	var mine, others []string
 	for _, r := range repos {
 		for _, a := range r.Accounts {
 			if (approval.Policy{Voters: a.Voters}).IsVoter(email) {
-				lines = append(lines, fmt.Sprintf("You vote for account %s of %s (%s).", a.Name, r.Name, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
+				mine = append(mine, fmt.Sprintf("You vote for account %s of %s (%s).", a.Name, r.Name, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
+			} else {
+				others = append(others, fmt.Sprintf("Account %s of %s: voted on by %s.", a.Name, r.Name, orNone(strings.Join(a.Voters, ", "), "nobody yet")))
 			}
 		}
 	}
-	return lines, len(repos) == 0, nil
+	if len(mine) > 0 {
+		return approvalsview.Empty{Body: "When a merged pull request changes a unit of an account you vote for, its plan waits here (and you get an email with a voting link) until enough voters approve or reject it.",
+			Steps: mine}, nil
+	}
+	return approvalsview.Empty{Body: "You are a voter of no infrastructure account, so no plan waits for your vote. Each account's plans wait for the voters it lists; once an account lists you (voters: [" +
+		email + ", …]), its plans wait here for you. " + where, Steps: others}, nil
 }
 
 // linkPage is an emailed voting link: what its subject's area shows, the

@@ -302,7 +302,11 @@ func infraRunLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
 	case run.Ended() && lock == nil:
 		l.Note = "This run released it when it ended; no deployment is in progress now."
 	case run.Ended():
-		l.Note = "This run released it when it ended. " + l.Note
+		// The badge is about this run, which holds nothing now; the run that
+		// took the lock since is named in the note.
+		l = infraview.Lock{Held: true, Text: "released by this run", Tone: "muted",
+			Note: fmt.Sprintf("This run released it when it ended. Since %s UTC run %d is deploying pull request #%d; other merges wait for it.",
+				clock(lock.LockedAt), lock.RunID, lock.PRNumber)}
 	}
 	return l
 }

@@ -279,7 +279,12 @@ func TestInfraPagesFollowARun(t *testing.T) {
 
 		_, page, _ = asOlivia.get(t, "/approvals")
 		require.Contains(t, page, `data-testid="empty-approvals"`)
-		require.Contains(t, page, "You are not a voter of any account in gantry.yaml")
+		empty := section(t, page, "empty-approvals")
+		require.Contains(t, empty, "You are a voter of no infrastructure account")
+		require.Contains(t, empty, "voters: [olivia@example.com, …]")
+		require.Contains(t, empty, "under gantry dev --demo, by the demo", "names no file as the only place")
+		require.Contains(t, empty, "voted on by ada@example.com, grace@example.com.", "who votes for each account")
+		require.NotContains(t, empty, "ask whoever maintains")
 	})
 	t.Run("a non-voter and a viewer cannot vote from the dashboard", func(t *testing.T) {
 		_, _, csrf := asOlivia.get(t, dnsPath)
@@ -606,7 +611,7 @@ func TestInfraPagesWithNothingConfigured(t *testing.T) {
 
 	_, page, _ = br.get(t, "/approvals")
 	require.Contains(t, page, `data-testid="empty-approvals"`)
-	require.Contains(t, page, "No infrastructure repository is configured yet.")
+	require.Contains(t, page, "No infrastructure repository is configured, so nothing takes votes yet.")
 
 	status, _, _ = br.get(t, "/dev/mailbox")
 	require.Equal(t, http.StatusNotFound, status, "the dev mailbox exists only under gantry dev")

@@ -80,6 +80,8 @@ func loadBase(ctx context.Context, db bun.IDB) (bool, error) {
 // with a cleanup that fails on purpose for pixel-7, and says so in its
 // output, so the dirty queue has an entry. Nothing else in the pool fails:
 // the other cleanups (the leases in use end after their 2h session) succeed.
+// Its operator is notified of the dirty device, so the notice is in the dev
+// mailbox.
 const demoPools = `clients:
   - name: demo-ci
     users: [olivia.operator@example.com]
@@ -89,6 +91,7 @@ pools:
     session: 2h
     cleanup: [sh, -c, 'echo "wiping $GANTRY_ENVIRONMENT"; if [ "$GANTRY_ENVIRONMENT" = pixel-7 ]; then echo "${dirtyOnPurpose}"; exit 3; fi']
     cleanup_timeout: 5m
+    notify: {emails: [olivia.operator@example.com]}
 environments:
   - {pool: device-farm, name: pixel-7, capabilities: {os: android, version: "14"}}
   - {pool: device-farm, name: pixel-8, capabilities: {os: android, version: "15"}}

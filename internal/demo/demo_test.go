@@ -22,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/internal/demo"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
+	"github.com/gantryhq/gantry/internal/pools"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
 )
@@ -160,6 +161,19 @@ func TestDemoRunSucceeds(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, marker, 1)
 	require.Contains(t, fmt.Sprint(marker[0].Detail["dirty_on_purpose"]), "fails on purpose")
+	// The pool's operator is told, by email (the dev mailbox shows it), and
+	// the log names whom.
+	notice := s.Mail.Wait(t, 30*time.Second, func(m mailtest.Message) bool {
+		return strings.Contains(m.Subject, "pixel-7") && slices.Contains(m.To, "olivia.operator@example.com")
+	})
+	require.Contains(t, notice.Subject, "is dirty")
+	var notified []models.LogEntry
+	servertest.WaitFor(t, func() (bool, string) {
+		notified, err = models.ListLog(ctx, db, models.LogFilter{Event: pools.EventDirtyNotification, Limit: 1})
+		require.NoError(t, err)
+		return len(notified) == 1, "the dirty-environment notice is logged"
+	})
+	require.Equal(t, "olivia.operator@example.com", notified[0].Detail["emails"])
 
 	// Every page of the area renders the demo, for the approver.
 	client.signIn(t, demo.Approver)
@@ -243,6 +257,18 @@ func TestDemoWithoutTerraform(t *testing.T) {
 	lock, err := models.MergeLockOf(ctx, db, live.Repository)
 	require.NoError(t, err)
 	require.Equal(t, live.ID, lock.RunID, "the run in progress holds the merge lock")
+	require.WithinDuration(t, *live.StartedAt, lock.LockedAt, time.Second, "it took the lock when it started, not when the demo loaded")
+	// A finished run's page does not say the lock is its: it released it.
+	viewer := newClient(t, s)
+	viewer.signIn(t, demo.Approver)
+	for _, r := range runs {
+		if r.ID == live.ID {
+			continue
+		}
+		page := viewer.mustGet(t, "/infra/runs/"+strconv.FormatInt(r.ID, 10))
+		require.NotContains(t, page, "locked by #42", "run %d", r.ID)
+		require.Contains(t, page, "released by this run", "run %d", r.ID)
+	}
 	xs, err := models.ExecutionsOfRun(ctx, db, live.ID)
 	require.NoError(t, err)
 	states := map[string]bool{}

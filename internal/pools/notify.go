@@ -40,8 +40,13 @@ func (s *Service) NotifyDirty(ctx context.Context, envID int64, cleanupID uuid.U
 			return err
 		}
 	}
+	// emails names who was emailed, and is absent when nobody was.
+	detail := map[string]any{"reason": reason, "webhook": pool.NotifyWebhook != ""}
+	if len(pool.NotifyEmails) > 0 {
+		detail["emails"] = strings.Join(pool.NotifyEmails, ",")
+	}
 	return models.AppendLog(ctx, db, &models.LogEntry{TargetID: Target(env), Event: EventDirtyNotification, Actor: "gantry:notify",
-		Detail: map[string]any{"reason": reason, "emails": strings.Join(pool.NotifyEmails, ","), "webhook": pool.NotifyWebhook != ""}})
+		Detail: detail})
 }
 
 // DirtyNotifier tells a pool's operators that an environment needs a human:

@@ -31,14 +31,20 @@ type Row struct {
 
 // IndexView is /approvals.
 type IndexView struct {
-	Voter      string // the signed-in user's email
-	Rows       []Row
-	Showing    string // "51–100 of 120" when there is more than a page
-	PrevURL    string // the page of those waiting less long ("" on the first)
-	NextURL    string
-	VoterOf    []string // "You vote for account shared of live (…)": where gantry.yaml names them
-	CanVote    bool     // their role lets them vote from the dashboard
-	NoAccounts bool     // nothing that takes votes is configured at all
+	Voter   string // the signed-in user's email
+	Rows    []Row
+	Showing string // "51–100 of 120" when there is more than a page
+	PrevURL string // the page of those waiting less long ("" on the first)
+	NextURL string
+	CanVote bool  // their role lets them vote from the dashboard
+	Empty   Empty // what the page says when nothing waits for them
+}
+
+// Empty is what /approvals says when nothing waits for the user's vote:
+// what would make votes appear for them, area by area.
+type Empty struct {
+	Body  string
+	Steps []string // e.g. "You vote for account shared of live (…)."
 }
 
 // Votes are the votes so far on a link's subject.
