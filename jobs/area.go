@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -21,6 +22,11 @@ type Area struct {
 	// run; River takes a job running longer for lost (its process died) and
 	// runs it again, so the rescue waits for the longest of every area.
 	LongestJob time.Duration
+	// Stale, when set, says why running one of the area's jobs again would
+	// do nothing (what it was for has ended), so that an operator's retry
+	// says so rather than quietly doing nothing; "" when it would do work
+	// or the kind is not the area's.
+	Stale func(ctx context.Context, kind string, args []byte) (string, error)
 }
 
 // QueueConfig is one queue and how eagerly workers fetch from it. Zero

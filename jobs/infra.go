@@ -27,6 +27,9 @@ type Infra interface {
 	GiveUp(ctx context.Context, what GiveUp, why error) error
 	// Reconcile ends the work no job will move on any more (a sweep).
 	Reconcile(ctx context.Context) error
+	// StaleJob says why running one of the area's jobs again would do
+	// nothing (jobs.Area.Stale).
+	StaleJob(ctx context.Context, kind string, args []byte) (string, error)
 	// JobTimeout bounds a job that runs commands: the command's own time
 	// limit plus the checkouts around it, so that a job ends with its
 	// command's outcome rather than River's timeout.
@@ -94,6 +97,7 @@ func InfraArea(infra Infra) Area {
 				&river.PeriodicJobOpts{ID: "reconcile_infra", RunOnStart: true}),
 		},
 		LongestJob: infra.JobTimeout(),
+		Stale:      infra.StaleJob,
 	}
 }
 

@@ -203,7 +203,30 @@ func jobRow(j *rivertype.JobRow) admin.JobRow {
 	return row
 }
 
+// retryJobForm runs a job again, unless its area says that would do
+// nothing (what it was for has ended): then the admin is told why.
 func (s *Server) retryJobForm(c echo.Context) error {
+	if s.StaleJob != nil {
+		id, err := pathID(c, "job")
+		if err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		j, err := s.River.JobGet(ctx, id)
+		if errors.Is(err, rivertype.ErrNotFound) {
+			return apperr.New(apperr.NotFound, "No job with id %d.", id)
+		}
+		if err != nil {
+			return err
+		}
+		why, err := s.StaleJob(ctx, j.Kind, j.EncodedArgs)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return s.redirectWithFlash(c, jobsTab(c), false, "Not retried: "+why)
+		}
+	}
 	return s.jobAction(c, "job-retried", "Job queued to run again.", s.River.JobRetry)
 }
 
@@ -230,13 +253,16 @@ func (s *Server) jobAction(c echo.Context, event, done string, act func(ctx cont
 	}); err != nil {
 		return err
 	}
-	// Back to the tab the action was taken on (the form's address carries
-	// it); without one, to the page's own choice of tab.
-	back := "/admin/jobs"
+	return s.redirectWithFlash(c, jobsTab(c), true, done)
+}
+
+// jobsTab is where a job action returns: the tab it was taken on (the
+// form's address carries it), or the page's own choice of tab.
+func jobsTab(c echo.Context) string {
 	if st, err := jobState(c.QueryParam("state")); err == nil && c.QueryParam("state") != "" {
-		back += "?state=" + string(st)
+		return "/admin/jobs?state=" + string(st)
 	}
-	return s.redirectWithFlash(c, back, true, done)
+	return "/admin/jobs"
 }
 
 func (s *Server) apiListJobs(c echo.Context) error {

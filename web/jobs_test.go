@@ -112,3 +112,53 @@ func TestRiverUIIsMountedForAdmins(t *testing.T) {
 	require.Equal(t, "/api/jobs/cancel", logged[0].Detail["path"])
 	require.Equal(t, "user:root@example.com", logged[0].Actor)
 }
+
+// TestRetryingAJobWhoseWorkEndedSaysSo: the apply job of a failed execution
+// would, run again, do nothing at all (the workers act only on an execution
+// still applying). Retrying it from /admin/jobs says so instead of quietly
+// queueing a no-op; the job of an execution still applying is retried.
+func TestRetryingAJobWhoseWorkEndedSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, "root@example.com", models.RoleAdmin)
+	ctx := t.Context()
+	db := b.db.Bun
+	b.syncRepositories(t, "live")
+	run := &models.Run{Repository: "live", PRNumber: 3, PRTitle: "Bigger", BaseRef: "main", HeadRef: "bigger", HeadSHA: "a1b2c3d4e5", MergeCommit: "f00dfeed00", Scan: "graph", Status: models.RunFailed}
+	require.NoError(t, models.InsertRun(ctx, db, run))
+	execution := func(id, status, step string) *models.Execution {
+		return &models.Execution{ExecutionID: id, RunID: run.ID, CfgPath: "live/prod/" + id, CfgDeps: []string{}, AccountName: "prod",
+			AccountPath: "live/prod/", AccountDeps: []string{}, InitCommand: []string{}, PlanCommand: []string{"terraform", "plan"}, ApplyCommand: []string{"terraform", "apply"},
+			Voters: []string{"ada@example.com"}, MinApprovalCount: 1, MinRejectionCount: 1, Status: status, Step: step}
+	}
+	failed, applying := execution("run-3-f00d-prod-vpc-1", models.ExecFailed, models.StepApplying), execution("run-3-f00d-prod-rds-2", models.ExecRunning, models.StepApplying)
+	require.NoError(t, models.InsertExecutions(ctx, db, []*models.Execution{failed, applying}))
+	jobOf := func(x *models.Execution) int64 {
+		var id int64
+		require.NoError(t, b.queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			var err error
+			id, err = tx.EnqueueJob(ctx, jobs.ApplyExecutionArgs{ExecutionID: x.ID}, nil)
+			return err
+		}))
+		_, err := b.db.Pool.Exec(ctx, "UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE id = $1", id)
+		require.NoError(t, err)
+		return id
+	}
+	failedJob, applyingJob := jobOf(failed), jobOf(applying)
+
+	br := b.browser(t)
+	br.login(t, "root@example.com")
+	_, _, csrf := br.get(t, "/admin/jobs?state=discarded")
+	res, _ := br.post(t, "/admin/jobs/"+itoa(int(failedJob))+"/retry?state=discarded", url.Values{"_csrf": {csrf}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	_, page, _ := br.get(t, res.Header.Get("Location"))
+	require.Contains(t, page, "Not retried: execution run-3-f00d-prod-vpc-1 failed, so its apply job would do nothing if run again")
+	var state string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT state FROM river_job WHERE id = $1", failedJob).Scan(&state))
+	require.Equal(t, "discarded", state, "left as it was")
+
+	res, _ = br.post(t, "/admin/jobs/"+itoa(int(applyingJob))+"/retry?state=discarded", url.Values{"_csrf": {csrf}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.NoError(t, b.db.Pool.QueryRow(ctx, "SELECT state FROM river_job WHERE id = $1", applyingJob).Scan(&state))
+	require.Equal(t, "available", state, "an execution still applying gets its job again")
+}

@@ -46,6 +46,9 @@ type Deps struct {
 	Mailbox *devmail.Mailbox
 	// Areas are the areas' pages and API, in the navigation's order.
 	Areas []Area
+	// StaleJob says why retrying a job would do nothing (the areas'
+	// jobs.Area.Stale); nil: never.
+	StaleJob func(ctx context.Context, kind string, args []byte) (string, error)
 }
 
 // AWSIdentityVerifier checks a signed sts:GetCallerIdentity request and

@@ -312,6 +312,20 @@ func (a *App) JobAreas() []jobs.Area {
 	return out
 }
 
+// StaleJob asks the areas why running a job again would do nothing ("":
+// it would do work).
+func (a *App) StaleJob(ctx context.Context, kind string, args []byte) (string, error) {
+	for _, ar := range a.JobAreas() {
+		if ar.Stale == nil {
+			continue
+		}
+		if why, err := ar.Stale(ctx, kind, args); why != "" || err != nil {
+			return why, err
+		}
+	}
+	return "", nil
+}
+
 // RiverClient builds the River client with every area's jobs.
 func (a *App) RiverClient(opts jobs.ClientOptions) (*river.Client[pgx.Tx], error) {
 	if opts.Logger == nil {
@@ -329,6 +343,7 @@ func (a *App) WebServer(riverClient *river.Client[pgx.Tx]) *web.Server {
 	return web.New(web.Deps{
 		Config: a.Config, DB: a.DB, Queue: a.Queue, River: riverClient, Migrator: a.Migrator, Logger: a.Logger,
 		Registry: a.Registry, AWSIdentity: a.AWS, Mailbox: a.Mailbox, Areas: areas, Approvals: a.Approvals,
+		StaleJob: a.StaleJob,
 	})
 }
 
