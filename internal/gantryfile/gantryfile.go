@@ -80,16 +80,27 @@ func Parse(name string, src []byte, lookupEnv func(string) (string, bool), secti
 	}
 	file, _ := parser.ParseBytes(src, 0)
 	rest, found := splitSections(file, sections)
+	v := &validator{name: name, ast: file, env: lookupEnv}
+	// Unknown keys are found first, all of them; then the file is read
+	// leniently so that its values are checked too and every problem comes
+	// at once. Without unknown keys it is read strictly, which also catches
+	// what the walk does not look at.
+	if file != nil && len(file.Docs) > 0 {
+		v.unknownKeys(file.Docs[0], sections)
+	}
+	strict := []yaml.DecodeOption{yaml.DisallowUnknownField()}
+	if len(v.problems) > 0 {
+		strict = nil
+	}
 	var err error
 	if len(found) == 0 {
-		err = yaml.NewDecoder(bytes.NewReader(src), yaml.DisallowUnknownField()).Decode(f)
+		err = yaml.NewDecoder(bytes.NewReader(src), strict...).Decode(f)
 	} else {
-		err = yaml.NodeToValue(rest, f, yaml.DisallowUnknownField())
+		err = yaml.NodeToValue(rest, f, strict...)
 	}
 	if err != nil {
-		return nil, &Error{Problems: []Problem{decodeProblem(name, err, fileKeys(sections))}}
+		return nil, &Error{Problems: append(v.problems, decodeProblem(name, err, fileKeys(sections)))}
 	}
-	v := &validator{name: name, ast: file, env: lookupEnv}
 	v.check(f)
 	v.readSections(f, sections, found)
 	if len(v.problems) > 0 {

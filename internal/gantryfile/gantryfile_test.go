@@ -33,7 +33,7 @@ func TestProblemsNameFileLineKeyAndReason(t *testing.T) {
 	cases := []struct {
 		name, src, want string
 	}{
-		{"unknown key", "pools:\n  - name: a\n    sesion: 3h\n", `gantry.yaml:3: (syntax): unknown field "sesion" (did you mean session?)`},
+		{"unknown key", "pools:\n  - name: a\n    sesion: 3h\n", `gantry.yaml:3: pools[0].sesion: unknown field "sesion" (did you mean session?)`},
 		{"unknown top-level key", "respositories: []\n", `unknown field "respositories" (did you mean repositories?)`},
 		{"unknown key far from any", "pools:\n  - name: a\n    flavour_of_the_month: x\n", `unknown field "flavour_of_the_month"`},
 		{"syntax error", "pools: [\n", "gantry.yaml:"},
@@ -47,6 +47,24 @@ func TestProblemsNameFileLineKeyAndReason(t *testing.T) {
 				require.NotContains(t, err.Error(), "did you mean", "no guess when nothing is close")
 			}
 		})
+	}
+}
+
+// TestUnknownKeysAndBadValuesAtOnce: every unknown key (each with its
+// line and a suggestion) and every bad value come in one answer, so one
+// run of gantry config check shows everything to fix.
+func TestUnknownKeysAndBadValuesAtOnce(t *testing.T) {
+	t.Parallel()
+	src := "pools:\n  - name: a\n    kind: slot\n    sesion: 3h\n    cleanup_timeout: soon\n  - name: b\n    kind: slot\n    notify: {emials: [x@example.com]}\nrepositorys: []\n"
+	_, err := gantryfile.Parse("gantry.yaml", []byte(src), nil)
+	require.Error(t, err)
+	for _, want := range []string{
+		`gantry.yaml:4: pools[0].sesion: unknown field "sesion" (did you mean session?)`,
+		`gantry.yaml:8: pools[1].notify.emials: unknown field "emials" (did you mean emails?)`,
+		`gantry.yaml:9: repositorys: unknown field "repositorys" (did you mean repositories?)`,
+		`gantry.yaml:5: pools[0].cleanup_timeout: must be a positive duration`,
+	} {
+		require.Contains(t, err.Error(), want)
 	}
 }
 
