@@ -37,6 +37,9 @@ const (
 	StepPlanning = "planning"
 	StepVoting   = "voting"
 	StepApplying = "applying"
+	// StepInterrupted: the apply began and recorded no outcome (its worker
+	// stopped); it is not applied again until an operator chooses.
+	StepInterrupted = "interrupted"
 )
 
 // Decisions a voter may take, and the states of an execution's approval.
@@ -101,7 +104,7 @@ type Execution struct {
 	MinApprovalCount  int        `json:"min_approval_count"`
 	MinRejectionCount int        `json:"min_rejection_count"`
 	Status            string     `json:"status"`         // waiting, running, succeeded, failed or aborted
-	Step              string     `json:"step,omitempty"` // of a running one: planning, voting or applying
+	Step              string     `json:"step,omitempty"` // of a running one: planning, voting, applying or interrupted
 	PlanExitCode      *int       `json:"plan_exit_code,omitempty"`
 	HasChanges        *bool      `json:"has_changes,omitempty"`
 	ApplyExitCode     *int       `json:"apply_exit_code,omitempty"`

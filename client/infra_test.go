@@ -456,6 +456,7 @@ func TestStatusesAreTheServers(t *testing.T) {
 		{client.ExecWaiting, models.ExecWaiting}, {client.ExecRunning, models.ExecRunning}, {client.ExecSucceeded, models.ExecSucceeded},
 		{client.ExecFailed, models.ExecFailed}, {client.ExecAborted, models.ExecAborted},
 		{client.StepPlanning, models.StepPlanning}, {client.StepVoting, models.StepVoting}, {client.StepApplying, models.StepApplying},
+		{client.StepInterrupted, models.StepInterrupted},
 		{client.Approve, string(approval.Approve)}, {client.Reject, string(approval.Reject)},
 		{client.ApprovalPending, string(approval.Pending)}, {client.ApprovalApproved, string(approval.Approved)},
 		{client.ApprovalRejected, string(approval.Rejected)},

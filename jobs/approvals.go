@@ -16,10 +16,13 @@ type Approvals interface {
 
 // RequestApprovalVoteArgs emails one voter a link to vote on a subject of
 // any kind (an infrastructure execution, a pipeline gate, …). It is
-// inserted with the approval it asks about, one per voter.
+// inserted with the approval it asks about, one per voter; ApprovalID
+// names that approval, so a subject voted on again (an interrupted apply
+// planned again) asks its voters again.
 type RequestApprovalVoteArgs struct {
-	Subject string `json:"subject"`
-	Voter   string `json:"voter"`
+	Subject    string `json:"subject"`
+	Voter      string `json:"voter"`
+	ApprovalID int64  `json:"approval_id,omitempty"`
 }
 
 func (RequestApprovalVoteArgs) Kind() string { return "request_approval_vote" }

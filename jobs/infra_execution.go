@@ -7,9 +7,12 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// PlanExecutionArgs plans an execution whose dependencies have succeeded.
+// PlanExecutionArgs plans an execution whose dependencies have succeeded,
+// or plans it again after an interrupted apply (Superseded is then the
+// approval set aside, so the job is not taken for the first plan's).
 type PlanExecutionArgs struct {
 	ExecutionID int64 `json:"execution_id"`
+	Superseded  int64 `json:"superseded,omitempty"`
 }
 
 func (PlanExecutionArgs) Kind() string                 { return "plan_execution" }
@@ -56,20 +59,23 @@ func (w *RequestVoteWorker) Work(ctx context.Context, job *river.Job[RequestVote
 	return w.Infra.RequestVote(ctx, job.Args.ExecutionID, job.Args.Voter)
 }
 
-// ApplyExecutionArgs applies an approved execution's saved plan. A retry
-// after a crash applies the same saved plan, which terraform refuses once
-// state moved on ("saved plan is stale"): the execution then fails, it
-// never applies something nobody saw.
+// ApplyExecutionArgs applies an approved execution's saved plan, once: a
+// retry after the apply began (its worker died) does not apply again, it
+// marks the execution interrupted for an operator to decide. ApprovalID
+// is the approval that let it apply (a plan voted on again after an
+// interruption is applied by a job of its own).
 type ApplyExecutionArgs struct {
 	ExecutionID int64 `json:"execution_id"`
+	ApprovalID  int64 `json:"approval_id,omitempty"`
 }
 
 func (ApplyExecutionArgs) Kind() string                 { return "apply_execution" }
 func (ApplyExecutionArgs) InsertOpts() river.InsertOpts { return infraOpts(3) }
 
-// ApplyExecutionWorker is idempotent as far as terraform allows: it applies
-// only an execution still at the applying step, under the run's lock, and
-// always the saved plan, which terraform refuses once state moved on.
+// ApplyExecutionWorker is idempotent: it applies only an execution still at
+// the applying step, under the run's lock, always the saved plan, and never
+// twice: an attempt that finds the apply begun by an earlier one (which
+// recorded no outcome) runs nothing and marks it interrupted.
 type ApplyExecutionWorker struct {
 	river.WorkerDefaults[ApplyExecutionArgs]
 	Infra Infra

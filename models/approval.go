@@ -116,6 +116,20 @@ func CloseApproval(ctx context.Context, tx bun.IDB, subject string) error {
 	return nil
 }
 
+// SupersedeApproval sets a subject's approval aside when its subject is
+// voted on again (an interrupted apply planned again): the approval keeps
+// its votes under the subject "<subject>~<approval id>", closed, and the
+// subject is free for a new approval.
+func SupersedeApproval(ctx context.Context, tx bun.IDB, subject string) error {
+	_, err := tx.NewUpdate().Model((*Approval)(nil)).
+		Set("subject = subject || '~' || id::text").Set("closed_at = coalesce(closed_at, now())").
+		Where("subject = ?", subject).Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("setting the votes on %s aside: %w", subject, err)
+	}
+	return nil
+}
+
 // ApprovalFilter picks the approvals that wait for one voter.
 type ApprovalFilter struct {
 	Voter  string // lower-case email address

@@ -28,6 +28,9 @@ const (
 	StepPlanning = "planning"
 	StepVoting   = "voting"
 	StepApplying = "applying"
+	// StepInterrupted is an apply that began and recorded no outcome (its
+	// worker died): its state is unknown, and it waits for an operator.
+	StepInterrupted = "interrupted"
 )
 
 // Run is the deployment of one merged pull request.
@@ -259,6 +262,7 @@ type Execution struct {
 	ReadyAt           *time.Time
 	StartedAt         *time.Time
 	PlanStartedAt     *time.Time
+	ApplyStartedAt    *time.Time
 	FinishedAt        *time.Time
 }
 
@@ -301,6 +305,14 @@ func ExecutionByID(ctx context.Context, db bun.IDB, id int64) (*Execution, error
 // UpdateExecution writes the given columns of x.
 func UpdateExecution(ctx context.Context, tx bun.IDB, x *Execution, columns ...string) error {
 	_, err := tx.NewUpdate().Model(x).Column(columns...).WherePK().Exec(ctx)
+	return err
+}
+
+// ClearApplyStarted forgets that an apply began, when its command never
+// started (git or STS failed first): the next attempt applies.
+func ClearApplyStarted(ctx context.Context, db bun.IDB, id int64) error {
+	_, err := db.NewUpdate().Model((*Execution)(nil)).Set("apply_started_at = NULL").
+		Where("id = ?", id).Where("status = ?", ExecRunning).Where("step = ?", StepApplying).Exec(ctx)
 	return err
 }
 

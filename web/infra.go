@@ -56,6 +56,9 @@ func InfraArea(svc *infra.Service) Area {
 			r.Page(http.MethodGet, "/infra/executions/:execution_id", s.executionPage, viewer)
 			r.Page(http.MethodGet, "/infra/executions/:execution_id/output", s.executionOutputTail, viewer)
 			r.Page(http.MethodPost, "/infra/executions/:execution_id/vote", s.voteForm, approver)
+			for _, choice := range infraInterruptedChoices {
+				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.resolveInterruptedForm(choice.Choice), operator)
+			}
 			r.Page(http.MethodGet, "/infra/plans/:id", s.planPage, viewer)
 			r.Page(http.MethodGet, "/infra/plans/:id/output", s.planOutputTail, viewer)
 			r.Page(http.MethodGet, "/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
@@ -66,6 +69,9 @@ func InfraArea(svc *infra.Service) Area {
 			r.API(http.MethodPost, "/infra/runs/:id/abort", s.apiAbortRun, operator, auth.ScopeWrite)
 			r.API(http.MethodGet, "/infra/executions/:execution_id", s.apiGetExecution, viewer, auth.ScopeRead)
 			r.API(http.MethodPost, "/infra/executions/:execution_id/votes", s.apiVote, approver, auth.ScopeVote)
+			for _, choice := range infraInterruptedChoices {
+				r.API(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.apiResolveInterrupted(choice.Choice), operator, auth.ScopeWrite)
+			}
 
 			r.VotePage(infra.ExecutionKind, s.executionLinkView)
 
@@ -237,6 +243,24 @@ func (s *infraHandlers) apiAbortRun(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, infraRunAnswerJSON{Run: infraRunOf(run)})
+}
+
+// apiResolveInterrupted is an operator's choice for an interrupted apply
+// (operators): the execution as it is now.
+func (s *infraHandlers) apiResolveInterrupted(choice string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var in infraAbortRequest
+		if c.Request().ContentLength != 0 {
+			if err := bindJSON(c, &in); err != nil {
+				return err
+			}
+		}
+		id := c.Param("execution_id")
+		if err := s.Infra.ResolveInterrupted(c.Request().Context(), id, choice, principalOf(c).Actor(), in.Reason); err != nil {
+			return err
+		}
+		return s.apiGetExecution(c)
+	}
 }
 
 // apiGetExecution is an execution with its votes and outputs.

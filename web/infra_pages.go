@@ -271,9 +271,67 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 		v.Graph = infraRunGraph(xs)
 		for i := range xs {
 			v.Executions = append(v.Executions, infraExecRow(&xs[i]))
+			if xs[i].Status == models.ExecRunning && xs[i].Step == models.StepInterrupted {
+				v.Interrupted = append(v.Interrupted, infraInterruptedView(&xs[i], principalOf(c).User))
+			}
 		}
 	}
 	return s.render(c, http.StatusOK, infraview.Run(v))
+}
+
+// infraInterruptedChoices are an operator's choices for an interrupted
+// apply, by the path of their action under the execution.
+var infraInterruptedChoices = []struct {
+	Path, Choice, Label, Hint, Class, Confirm, Done string
+}{
+	{"mark-failed", infra.ChoiceFailed, "Mark as failed", "it failed: what depends on it is aborted", "danger",
+		"Mark this apply as failed? What depends on it is aborted.", "Marked as failed: what depends on it is aborted."},
+	{"mark-applied", infra.ChoiceApplied, "Mark as applied", "it was applied in full: what depends on it starts", "",
+		"Mark this apply as applied? What depends on it starts.", "Marked as applied: what depends on it starts."},
+	{"plan-again", infra.ChoicePlanAgain, "Plan again", "plan afresh at the merge commit; the voters are asked again", "",
+		"Plan again? The old votes are set aside and the voters are asked again.", "Planning again: the voters are asked again once the plan is ready."},
+}
+
+// infraInterruptedView explains an interrupted apply; operators get the
+// choices, anyone else is told who chooses.
+func infraInterruptedView(x *models.Execution, user *models.User) infraview.Interrupted {
+	v := infraview.Interrupted{Unit: x.CfgPath, URL: pageurl.Execution(x.ExecutionID), Explanation: infra.InterruptedExplanation}
+	if !user.Role.Includes(models.RoleOperator) {
+		v.Note = "An operator chooses: mark it as failed, mark it as applied, or plan it again for a new vote. The run waits meanwhile."
+		return v
+	}
+	for _, c := range infraInterruptedChoices {
+		v.Choices = append(v.Choices, infraview.Choice{Action: v.URL + "/" + c.Path, Label: c.Label, Hint: c.Hint,
+			Class: c.Class, TestID: c.Path, Confirm: c.Confirm})
+	}
+	return v
+}
+
+// resolveInterruptedForm is an operator's choice for an interrupted apply,
+// from its page or its run's.
+func (s *infraHandlers) resolveInterruptedForm(choice string) echo.HandlerFunc {
+	done := ""
+	for _, c := range infraInterruptedChoices {
+		if c.Choice == choice {
+			done = c.Done
+		}
+	}
+	return func(c echo.Context) error {
+		x, err := s.executionParam(c)
+		if err != nil {
+			return err
+		}
+		to := pageurl.Execution(x.ExecutionID)
+		err = s.Infra.ResolveInterrupted(c.Request().Context(), x.ExecutionID, choice, principalOf(c).Actor(), c.FormValue("reason"))
+		if err != nil {
+			var ae *apperr.Error
+			if errors.As(err, &ae) && ae.Code != apperr.Internal {
+				return s.redirectWithFlash(c, to, false, ae.Error())
+			}
+			return err
+		}
+		return s.redirectWithFlash(c, to, true, done)
+	}
 }
 
 // abortRunForm is an operator aborting a run from its page.
@@ -402,6 +460,10 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 		Votes: infraVotesView(x, votes),
 		Log:   logRows(entries), LogURL: "/log?" + url.Values{"target": {infra.ExecutionTarget(x.ExecutionID)}}.Encode(),
 	}
+	if x.Status == models.ExecRunning && x.Step == models.StepInterrupted {
+		interrupted := infraInterruptedView(x, principalOf(c).User)
+		v.Interrupted = &interrupted
+	}
 	infraVoteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))
 }
@@ -527,6 +589,8 @@ func infraExecutionOutput(x *models.Execution, step string) infraview.Output {
 		switch {
 		case o.Live:
 			o.Empty = "Applying the approved plan; the output appears here as terraform writes it."
+		case x.Step == models.StepInterrupted && x.Status == models.ExecRunning:
+			o.Empty = "The interrupted apply wrote no output before it stopped."
 		case x.Status == models.ExecRunning || x.Status == models.ExecWaiting:
 			o.Empty = "Not applied yet: the saved plan above is applied, exactly as planned, once enough voters approve it."
 		case x.ApplyExitCode == nil:
@@ -652,7 +716,7 @@ func (s *infraHandlers) executionOutputTail(c echo.Context) error {
 // infraStepOver says whether an execution in status and current step is past
 // step: its output will not grow any more.
 func infraStepOver(status, current, step string) bool {
-	rank := map[string]int{models.StepPlanning: 0, models.StepVoting: 1, models.StepApplying: 2}
+	rank := map[string]int{models.StepPlanning: 0, models.StepVoting: 1, models.StepApplying: 2, models.StepInterrupted: 3}
 	switch status {
 	case models.ExecWaiting:
 		return false
@@ -878,6 +942,8 @@ func infraExecState(x *models.Execution) infraview.State {
 		switch x.Step {
 		case models.StepVoting:
 			return infraview.State{Text: "running · voting", Tone: "warn", Class: "voting"}
+		case models.StepInterrupted:
+			return infraview.State{Text: "interrupted — state unknown", Tone: "bad", Class: "interrupted"}
 		case "":
 			return infraview.State{Text: "running", Class: "running"}
 		}
@@ -894,7 +960,7 @@ func infraExecState(x *models.Execution) infraview.State {
 
 // infraStateRank orders state classes for legends: as an execution goes.
 func infraStateRank(class string) int {
-	return slices.Index([]string{"waiting", "running", "voting", "succeeded", "failed", "aborted"}, class)
+	return slices.Index([]string{"waiting", "running", "voting", "interrupted", "succeeded", "failed", "aborted"}, class)
 }
 
 func infraPlanState(p *models.PRPlan) infraview.State {

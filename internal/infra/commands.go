@@ -48,6 +48,7 @@ var errCannotRun = errors.New("cannot run")
 type ran struct {
 	runner.Result
 	Init bool
+	Main bool // the main command was started (an apply may have changed something)
 }
 
 // mainExit is the main command's exit code, nil when it did not run because
@@ -109,7 +110,7 @@ func (s *Service) runIn(ctx context.Context, checkout string, c unitCommand, sin
 			err = fmt.Errorf("%w: %w", errCannotRun, err)
 		}
 		if err != nil || !res.Success() || i == 1 {
-			return ran{Result: res, Init: i == 0}, err
+			return ran{Result: res, Init: i == 0, Main: i == 1}, err
 		}
 	}
 	return ran{}, fmt.Errorf("%w: unit %s: no command to run", errCannotRun, c.Unit)

@@ -85,7 +85,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 			return err
 		}
 		for _, v := range x.Voters {
-			if err := tx.Enqueue(ctx, jobs.RequestApprovalVoteArgs{Subject: ExecutionSubject(x.ExecutionID).String(), Voter: v}, nil); err != nil {
+			if err := tx.Enqueue(ctx, jobs.RequestApprovalVoteArgs{Subject: ExecutionSubject(x.ExecutionID).String(), Voter: v, ApprovalID: a.ID}, nil); err != nil {
 				return err
 			}
 		}
@@ -157,7 +157,8 @@ func planSummary(output string) string {
 }
 
 // ApplyExecution applies the saved plan the voters approved, in a fresh
-// checkout of the merge commit: never a new plan.
+// checkout of the merge commit: never a new plan, and never twice (see
+// interrupt).
 func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	x, run, repo, err := s.loadStep(ctx, id, models.StepApplying)
 	if err != nil || x == nil {
@@ -165,17 +166,24 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	}
 	// Under the run's lock, as votes and aborts are: an execution aborted
 	// since it was read is not applied.
+	// An earlier attempt that began applying and recorded no outcome (its
+	// worker died, or was stopped mid-apply) is never applied again: the
+	// execution is interrupted, its partial output kept, for an operator.
 	applying := false
 	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		if _, err := models.LockRun(ctx, tx, x.RunID); err != nil {
+		run, err := models.LockRun(ctx, tx, x.RunID)
+		if err != nil {
 			return err
 		}
 		now, err := models.ExecutionByID(ctx, tx, x.ID)
 		if err != nil || now.Status != models.ExecRunning || now.Step != models.StepApplying {
 			return err
 		}
-		applying, x.ApplyOutput = true, ""
-		if err := models.UpdateExecution(ctx, tx, x, "apply_output"); err != nil {
+		if now.ApplyStartedAt != nil {
+			return s.interrupt(ctx, tx, run, now, "a later attempt of its job found the apply begun and no outcome recorded")
+		}
+		applying, x.ApplyOutput, x.ApplyStartedAt = true, "", ptr(s.now())
+		if err := models.UpdateExecution(ctx, tx, x, "apply_output", "apply_started_at"); err != nil {
 			return err
 		}
 		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionApplyStarted, "gantry",
@@ -199,8 +207,14 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepApplying))
 	if retryable(ctx, runErr) {
-		// The worker is stopping, or git or STS failed: River applies the
-		// same saved plan again.
+		// The worker is stopping, or git or STS failed. Before the apply
+		// command started, River simply tries again; once it started, the
+		// next attempt finds it interrupted and runs nothing.
+		if !res.Main {
+			if err := models.ClearApplyStarted(context.WithoutCancel(ctx), s.Queue.DB(), x.ID); err != nil {
+				runErr = errors.Join(runErr, err)
+			}
+		}
 		return fmt.Errorf("applying %s: %w", x.ExecutionID, errors.Join(context.Cause(ctx), runErr))
 	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))

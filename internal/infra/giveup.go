@@ -13,6 +13,8 @@ import (
 // worker killed once too often): a pull request's plan fails, an execution
 // fails and aborts what depends on it, a run that could not scan fails and
 // releases the merge lock. Nothing waits forever for a job that is gone.
+// An apply that began is the exception: its outcome is unknown, so it is
+// interrupted and waits for an operator (ResolveInterrupted).
 func (s *Service) GiveUp(ctx context.Context, what jobs.GiveUp, why error) error {
 	reason := fmt.Sprintf("gave up after the last retry: %v", why)
 	db := s.Queue.DB()
@@ -47,8 +49,12 @@ func (s *Service) GiveUp(ctx context.Context, what jobs.GiveUp, why error) error
 			if err != nil {
 				return err
 			}
-			if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil || x.Ended() {
+			if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil || x.Ended() || x.Step == models.StepInterrupted {
 				return err
+			}
+			if x.Step == models.StepApplying && x.ApplyStartedAt != nil {
+				// The apply began: its outcome is unknown, so a human decides.
+				return s.interrupt(ctx, tx, run, x, reason)
 			}
 			return s.finish(ctx, tx, run, x, false, reason, "gantry")
 		})

@@ -55,6 +55,8 @@ const (
 	EventExecutionSucceeded    = "execution-finished-successfully"
 	EventExecutionFailed       = "execution-failed"
 	EventExecutionAborted      = "execution-aborted"
+	EventExecutionInterrupted  = "execution-interrupted"
+	EventExecutionResolved     = "execution-interruption-resolved"
 )
 
 // Service is the infrastructure delivery area.

@@ -39,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer, db *models.DB) *Metrics {
 	}
 	reg.MustRegister(m.Deliveries, m.CommandSeconds, m.PlanStartDelay, &infraCollector{db: db,
 		runs:       prometheus.NewDesc("gantry_infra_runs", "Deployment runs by repository and status.", []string{"repository", "status"}, nil),
-		executions: prometheus.NewDesc("gantry_infra_executions", "Executions of unfinished runs by repository and status (a running one by its step: planning, voting, applying).", []string{"repository", "status"}, nil),
+		executions: prometheus.NewDesc("gantry_infra_executions", "Executions of unfinished runs by repository and status (a running one by its step: planning, voting, applying, interrupted).", []string{"repository", "status"}, nil),
 		locked:     prometheus.NewDesc("gantry_infra_merge_locked", "1 while a deployment holds the repository's merge lock.", []string{"repository"}, nil),
 	})
 	return m

@@ -76,7 +76,11 @@ func (k executionKind) Decided(ctx context.Context, tx jobs.Tx, id string, res a
 		if err := models.UpdateExecution(ctx, tx, x, "step"); err != nil {
 			return err
 		}
-		return tx.Enqueue(ctx, jobs.ApplyExecutionArgs{ExecutionID: x.ID}, nil)
+		args := jobs.ApplyExecutionArgs{ExecutionID: x.ID}
+		if x.ApprovalID != nil {
+			args.ApprovalID = *x.ApprovalID
+		}
+		return tx.Enqueue(ctx, args, nil)
 	case approval.Rejected:
 		run, err := models.LockRun(ctx, tx, x.RunID)
 		if err != nil {

@@ -230,6 +230,31 @@ type RunView struct {
 	// AbortURL is where an operator aborts the run; empty when they may
 	// not (not an operator, or the run is over or scanning).
 	AbortURL string
+	// Interrupted are its executions whose apply was interrupted: the run
+	// waits for an operator's choice on each.
+	Interrupted []Interrupted
+}
+
+// Interrupted is an execution whose apply was interrupted and whose
+// outcome is unknown, as its page and its run's page show it.
+type Interrupted struct {
+	Unit        string
+	URL         string // the execution's page
+	Explanation string
+	// Choices are the operator's buttons (posted with the reason field);
+	// empty for anyone else, who is told who chooses.
+	Choices []Choice
+	Note    string
+}
+
+// Choice is one operator action on an interrupted apply.
+type Choice struct {
+	Action  string
+	Label   string
+	Hint    string
+	Class   string // button class ("danger", "")
+	TestID  string
+	Confirm string
 }
 
 // Output is a command's output, followed live while its step runs.
@@ -292,6 +317,9 @@ type ExecutionView struct {
 	Votes       Votes
 	Log         []log.Row
 	LogURL      string
+	// Interrupted is set while its apply is interrupted and waits for an
+	// operator.
+	Interrupted *Interrupted
 }
 
 // PlanRow is one unit's plan on a pull request's page.
