@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
+	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -78,6 +80,23 @@ func TestInterruptedApply(t *testing.T) {
 		// Only an interrupted execution takes the choice.
 		err = b.Infra.ResolveInterrupted(b.ctx, x.ExecutionID, "maybe", operator, "")
 		require.ErrorContains(t, err, "choice")
+	})
+
+	t.Run("last attempt", func(t *testing.T) {
+		// The apply job's last attempt ends in error (or the sweep finds
+		// it gone) after the apply began: interrupted, not failed.
+		t.Parallel()
+		b := setup(t, options{})
+		_, run := b.merge(t, b.repo.OpenPR(6, b.vpcChange("vpc-v3")))
+		x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+		x.Step, x.ApplyStartedAt = models.StepApplying, ptr(time.Now())
+		require.NoError(t, models.UpdateExecution(b.ctx, b.DB.Bun, x, "step", "apply_started_at"))
+		require.NoError(t, b.Infra.GiveUp(b.ctx, jobs.GiveUp{ExecutionID: x.ID}, errors.New("worker died")))
+		got := b.mustExecution(t, run.ID, infratest.VPC)
+		require.Equal(t, models.ExecRunning, got.Status)
+		require.Equal(t, models.StepInterrupted, got.Step)
+		require.NoError(t, b.Infra.GiveUp(b.ctx, jobs.GiveUp{ExecutionID: x.ID}, errors.New("again")))
+		require.Equal(t, models.StepInterrupted, b.mustExecution(t, run.ID, infratest.VPC).Step, "it stays interrupted")
 	})
 
 	t.Run("mark failed", func(t *testing.T) {
