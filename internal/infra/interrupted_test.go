@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,11 @@ func TestInterruptedApply(t *testing.T) {
 		require.NotNil(t, lock, "the merge lock stays held")
 		require.Equal(t, run.ID, lock.RunID)
 		require.Equal(t, models.ExecWaiting, b.executions(t, run.ID)[infratest.RDS])
+
+		// Retrying its job from /admin/jobs is told why it would do nothing.
+		why, err := b.Infra.StaleJob(b.ctx, jobs.ApplyExecutionArgs{}.Kind(), []byte(`{"execution_id": `+strconv.FormatInt(x.ID, 10)+`}`))
+		require.NoError(t, err)
+		require.Contains(t, why, "apply was interrupted")
 
 		// Another attempt (or a duplicate job) changes nothing.
 		require.NoError(t, b.Infra.ApplyExecution(b.ctx, x.ID))

@@ -41,6 +41,10 @@ func (s *Service) StaleJob(ctx context.Context, kind string, args []byte) (strin
 	if x.Status == models.ExecRunning && x.Step == step {
 		return "", nil
 	}
+	if x.Status == models.ExecRunning && x.Step == models.StepInterrupted {
+		return fmt.Sprintf("execution %s's apply was interrupted and its outcome is unknown, so Gantry does not apply it again: an operator chooses on its page (%s): mark it as failed or applied, or plan it again.",
+			x.ExecutionID, pageurl.Execution(x.ExecutionID)), nil
+	}
 	state := "is at its " + x.Step + " step"
 	switch x.Status {
 	case models.ExecFailed:
