@@ -512,13 +512,10 @@ func TestInfraOutputIsFollowedLive(t *testing.T) {
 	db := b.db.Bun
 	b.syncRepositories(t, "live")
 
-	run := &models.Run{Repository: "live", PRNumber: 3, PRTitle: "Bigger", BaseRef: "main", HeadRef: "bigger", HeadSHA: "a1b2c3d4e5", MergeCommit: "f00dfeed00", Scan: "graph", Status: models.RunRunning}
-	require.NoError(t, models.InsertRun(ctx, db, run))
+	run := b.insertRun(t, models.RunRunning)
 	now := time.Now()
-	x := &models.Execution{ExecutionID: "run-3-f00d-prod-vpc-123", RunID: run.ID, CfgPath: "live/prod/vpc", CfgDeps: []string{}, AccountName: "prod",
-		AccountPath: "live/prod/", AccountDeps: []string{}, InitCommand: []string{}, PlanCommand: []string{"terraform", "plan"}, ApplyCommand: []string{"terraform", "apply"},
-		Voters: []string{ada}, MinApprovalCount: 1, MinRejectionCount: 1, Status: models.ExecRunning, Step: models.StepPlanning,
-		PlanOutput: "Initializing…\n", StartedAt: &now, PlanStartedAt: &now}
+	x := newExecution(run, "run-3-f00d-prod-vpc-123", "vpc", models.ExecRunning, models.StepPlanning)
+	x.PlanOutput, x.StartedAt, x.PlanStartedAt = "Initializing…\n", &now, &now
 	require.NoError(t, models.InsertExecutions(ctx, db, []*models.Execution{x}))
 	path := "/infra/executions/" + x.ExecutionID
 

@@ -124,14 +124,9 @@ func TestRetryingAJobWhoseWorkEndedSaysSo(t *testing.T) {
 	ctx := t.Context()
 	db := b.db.Bun
 	b.syncRepositories(t, "live")
-	run := &models.Run{Repository: "live", PRNumber: 3, PRTitle: "Bigger", BaseRef: "main", HeadRef: "bigger", HeadSHA: "a1b2c3d4e5", MergeCommit: "f00dfeed00", Scan: "graph", Status: models.RunFailed}
-	require.NoError(t, models.InsertRun(ctx, db, run))
-	execution := func(id, status, step string) *models.Execution {
-		return &models.Execution{ExecutionID: id, RunID: run.ID, CfgPath: "live/prod/" + id, CfgDeps: []string{}, AccountName: "prod",
-			AccountPath: "live/prod/", AccountDeps: []string{}, InitCommand: []string{}, PlanCommand: []string{"terraform", "plan"}, ApplyCommand: []string{"terraform", "apply"},
-			Voters: []string{"ada@example.com"}, MinApprovalCount: 1, MinRejectionCount: 1, Status: status, Step: step}
-	}
-	failed, applying := execution("run-3-f00d-prod-vpc-1", models.ExecFailed, models.StepApplying), execution("run-3-f00d-prod-rds-2", models.ExecRunning, models.StepApplying)
+	run := b.insertRun(t, models.RunFailed)
+	failed := newExecution(run, "run-3-f00d-prod-vpc-1", "vpc", models.ExecFailed, models.StepApplying)
+	applying := newExecution(run, "run-3-f00d-prod-rds-2", "rds", models.ExecRunning, models.StepApplying)
 	require.NoError(t, models.InsertExecutions(ctx, db, []*models.Execution{failed, applying}))
 	jobOf := func(x *models.Execution) int64 {
 		var id int64
