@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -76,4 +77,15 @@ type ConfigSection struct {
 	// Sync makes the database match f, logging as actor, and says what it
 	// changed, one line per thing ("registered    repository live").
 	Sync func(ctx context.Context, f *gantryfile.File, actor string) ([]string, error)
+}
+
+// changeLines words what a sync changed, one line per thing, the verbs
+// aligned as gantry config apply prints them ("registered    repository
+// live").
+func changeLines(verb, what string, names []string, note string) []string {
+	lines := make([]string, len(names))
+	for i, n := range names {
+		lines[i] = fmt.Sprintf("%-13s %s%s%s", verb, what, n, note)
+	}
+	return lines
 }

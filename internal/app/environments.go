@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 
 	"golang.org/x/sync/semaphore"
 
@@ -39,17 +38,9 @@ var environmentsArea = Area{Name: "environments", Build: func(_ context.Context,
 		Service: svc,
 		Config: &ConfigSection{Sync: func(ctx context.Context, f *gantryfile.File, actor string) ([]string, error) {
 			res, err := svc.Sync(ctx, f, actor)
-			var changes []string
-			for _, k := range res.Registered {
-				changes = append(changes, fmt.Sprintf("registered    %s", k))
-			}
-			for _, k := range res.Deregistering {
-				changes = append(changes, fmt.Sprintf("deregistering %s (leaves when its allocation ends)", k))
-			}
-			for _, k := range res.Deregistered {
-				changes = append(changes, fmt.Sprintf("deregistered  %s", k))
-			}
-			return changes, err
+			changes := changeLines("registered", "", res.Registered, "")
+			changes = append(changes, changeLines("deregistering", "", res.Deregistering, " (leaves when its allocation ends)")...)
+			return append(changes, changeLines("deregistered", "", res.Deregistered, "")...), err
 		}},
 		Jobs:  &jobsArea,
 		Web:   web.EnvironmentsArea(svc),

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
 	"github.com/gantryhq/gantry/internal/demo"
@@ -30,14 +29,8 @@ var infraArea = Area{Name: "infra", Build: func(_ context.Context, d *Deps) (*Pa
 		Service: svc,
 		Config: &ConfigSection{Sync: func(ctx context.Context, f *gantryfile.File, actor string) ([]string, error) {
 			res, err := svc.Sync(ctx, f, actor)
-			var changes []string
-			for _, r := range res.Registered {
-				changes = append(changes, fmt.Sprintf("registered    repository %s", r))
-			}
-			for _, r := range res.Removed {
-				changes = append(changes, fmt.Sprintf("removed       repository %s", r))
-			}
-			return changes, err
+			return append(changeLines("registered", "repository ", res.Registered, ""),
+				changeLines("removed", "repository ", res.Removed, "")...), err
 		}},
 		Jobs: &jobsArea,
 		Web:  web.InfraArea(svc),
