@@ -107,36 +107,26 @@ func approvalRow(it approvals.Item) approvalsview.Row {
 	return row
 }
 
+// VoterHelpFunc says, on an empty /approvals, what would make an area's
+// subjects wait for voter: an area registers one (Router.VoterHelp).
+type VoterHelpFunc func(ctx context.Context, voter string) (approvalsview.Empty, error)
+
 // emptyApprovals says, on an empty /approvals, what would make votes appear
-// for email: for infrastructure (the one area whose subjects take votes), the
-// accounts it votes for, or who votes for each account and where voters are
-// set. It names no file as the place: under gantry dev --demo there is none.
+// for email, from every area whose subjects take votes.
 func (s *Server) emptyApprovals(ctx context.Context, email string) (approvalsview.Empty, error) {
-	repos, err := models.ListRepositories(ctx, s.DB.Bun)
-	if err != nil {
-		return approvalsview.Empty{}, err
-	}
-	const where = "Repositories, their accounts and each account's voters are set in gantry.yaml (or, under gantry dev --demo, by the demo)."
-	if len(repos) == 0 {
-		return approvalsview.Empty{Body: "No infrastructure repository is configured, so nothing takes votes yet. " + where +
-			" Once there is one, each plan of an account that lists you among its voters waits here (and in an email with a voting link) until enough voters approve or reject it."}, nil
-	}
-	var mine, others []string
-	for _, r := range repos {
-		for _, a := range r.Accounts {
-			if (approval.Policy{Voters: a.Voters}).IsVoter(email) {
-				mine = append(mine, fmt.Sprintf("You vote for account %s of %s (%s).", a.Name, r.Name, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
-			} else {
-				others = append(others, fmt.Sprintf("Account %s of %s: voted on by %s.", a.Name, r.Name, orNone(strings.Join(a.Voters, ", "), "nobody yet")))
-			}
+	var out approvalsview.Empty
+	for _, help := range s.voterHelp {
+		e, err := help(ctx, email)
+		if err != nil {
+			return out, err
 		}
+		out.Body = strings.TrimSpace(out.Body + " " + e.Body)
+		out.Steps = append(out.Steps, e.Steps...)
 	}
-	if len(mine) > 0 {
-		return approvalsview.Empty{Body: "When a merged pull request changes a unit of an account you vote for, its plan waits here (and you get an email with a voting link) until enough voters approve or reject it.",
-			Steps: mine}, nil
+	if out.Body == "" {
+		out.Body = "Nothing here takes votes yet."
 	}
-	return approvalsview.Empty{Body: "You are a voter of no infrastructure account, so no plan waits for your vote. Each account's plans wait for the voters it lists; once an account lists you (voters: [" +
-		email + ", …]), its plans wait here for you. " + where, Steps: others}, nil
+	return out, nil
 }
 
 // linkPage is an emailed voting link: what its subject's area shows, the

@@ -90,6 +90,12 @@ func declaredBodyLimit(max int64) echo.MiddlewareFunc {
 // also skips CSRF and sets its own body limit.
 type machineRoute struct{ signed bool }
 
+// VoterHelp adds what the area says on an empty /approvals about what
+// would make its subjects wait for the signed-in voter.
+func (r *Router) VoterHelp(f VoterHelpFunc) {
+	r.s.voterHelp = append(r.s.voterHelp, f)
+}
+
 // VotePage sets what the page of a voting link shows of the area's subjects
 // of kind (the approvals service's kinds).
 func (r *Router) VotePage(kind string, f VotePageFunc) {

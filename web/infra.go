@@ -74,6 +74,7 @@ func InfraArea(svc *infra.Service) Area {
 			}
 
 			r.VotePage(infra.ExecutionKind, s.executionLinkView)
+			r.VoterHelp(s.infraVoterHelp)
 
 			// GitHub's deliveries: authenticated by their signature, not a session.
 			r.Webhook(webhookPath, s.githubWebhook, github.MaxPayloadSize)

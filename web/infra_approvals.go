@@ -88,3 +88,33 @@ func infraPlanChangeGroups(changes []infra.PlanChange) []infraview.ChangeGroup {
 	}
 	return out
 }
+
+// infraVoterHelp says what would make infrastructure plans wait for voter:
+// an account that lists them.
+func (s *infraHandlers) infraVoterHelp(ctx context.Context, email string) (approvalsview.Empty, error) {
+	repos, err := models.ListRepositories(ctx, s.DB.Bun)
+	if err != nil {
+		return approvalsview.Empty{}, err
+	}
+	const where = "Repositories, their accounts and each account's voters are set in gantry.yaml (or, under gantry dev --demo, by the demo)."
+	if len(repos) == 0 {
+		return approvalsview.Empty{Body: "No infrastructure repository is configured, so nothing takes votes yet. " + where +
+			" Once there is one, each plan of an account that lists you among its voters waits here (and in an email with a voting link) until enough voters approve or reject it."}, nil
+	}
+	var mine, others []string
+	for _, r := range repos {
+		for _, a := range r.Accounts {
+			if (approval.Policy{Voters: a.Voters}).IsVoter(email) {
+				mine = append(mine, fmt.Sprintf("You vote for account %s of %s (%s).", a.Name, r.Name, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
+			} else {
+				others = append(others, fmt.Sprintf("Account %s of %s: voted on by %s.", a.Name, r.Name, orNone(strings.Join(a.Voters, ", "), "nobody yet")))
+			}
+		}
+	}
+	if len(mine) > 0 {
+		return approvalsview.Empty{Body: "When a merged pull request changes a unit of an account you vote for, its plan waits here (and you get an email with a voting link) until enough voters approve or reject it.",
+			Steps: mine}, nil
+	}
+	return approvalsview.Empty{Body: "You are a voter of no infrastructure account, so no plan waits for your vote. Each account's plans wait for the voters it lists; once an account lists you (voters: [" +
+		email + ", …]), its plans wait here for you. " + where, Steps: others}, nil
+}

@@ -66,6 +66,7 @@ type Server struct {
 	riverUIHandler http.Handler // nil until Serve starts it
 	clientLimits   *clientLimits
 	votePages      map[string]VotePageFunc // by kind of subject, from the areas
+	voterHelp      []VoterHelpFunc         // the areas' words on an empty /approvals
 	machine        map[string]machineRoute // the areas' routes for programs, by route path
 	authCache      *authCache
 	loginGate      *access.HashGate // bounds the passwords this process hashes at once
