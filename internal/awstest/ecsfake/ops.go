@@ -1,0 +1,518 @@
+package ecsfake
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits ECS documents for the implemented calls.
+const (
+	maxListResults     = 100 // ListContainerInstances, ListTasks
+	maxDescribe        = 100 // DescribeContainerInstances, DescribeTasks
+	maxStartInstances  = 10  // StartTask's containerInstances
+	maxStopReasonChars = 255
+)
+
+// Wire shapes. Field names are ECS's; timestamps are epoch seconds.
+
+type attribute struct {
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
+}
+
+type resource struct {
+	Name         string `json:"name"`
+	Type         string `json:"type"`
+	IntegerValue int    `json:"integerValue"`
+}
+
+type containerInstanceDoc struct {
+	ContainerInstanceARN string      `json:"containerInstanceArn"`
+	EC2InstanceID        string      `json:"ec2InstanceId"`
+	Status               string      `json:"status"`
+	AgentConnected       bool        `json:"agentConnected"`
+	RunningTasksCount    int         `json:"runningTasksCount"`
+	PendingTasksCount    int         `json:"pendingTasksCount"`
+	Attributes           []attribute `json:"attributes"`
+	RegisteredResources  []resource  `json:"registeredResources"`
+	RemainingResources   []resource  `json:"remainingResources"`
+	RegisteredAt         epoch       `json:"registeredAt"`
+}
+
+type containerDoc struct {
+	ContainerARN string `json:"containerArn"`
+	TaskARN      string `json:"taskArn"`
+	Name         string `json:"name"`
+	LastStatus   string `json:"lastStatus"`
+	ExitCode     *int   `json:"exitCode,omitempty"`
+}
+
+type taskDoc struct {
+	TaskARN              string          `json:"taskArn"`
+	ClusterARN           string          `json:"clusterArn"`
+	TaskDefinitionARN    string          `json:"taskDefinitionArn"`
+	ContainerInstanceARN string          `json:"containerInstanceArn"`
+	LaunchType           string          `json:"launchType"`
+	LastStatus           string          `json:"lastStatus"`
+	DesiredStatus        string          `json:"desiredStatus"`
+	StartedBy            string          `json:"startedBy,omitempty"`
+	Group                string          `json:"group"`
+	Version              int64           `json:"version"`
+	CPU                  string          `json:"cpu"`
+	Memory               string          `json:"memory"`
+	Overrides            json.RawMessage `json:"overrides,omitempty"`
+	Containers           []containerDoc  `json:"containers"`
+	CreatedAt            epoch           `json:"createdAt"`
+	StartedAt            *epoch          `json:"startedAt,omitempty"`
+	StoppingAt           *epoch          `json:"stoppingAt,omitempty"`
+	StoppedAt            *epoch          `json:"stoppedAt,omitempty"`
+	StoppedReason        string          `json:"stoppedReason,omitempty"`
+	StopCode             string          `json:"stopCode,omitempty"`
+}
+
+type failureDoc struct {
+	ARN    string `json:"arn"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// epoch is a time on the wire: seconds since 1970 with milliseconds.
+type epoch time.Time
+
+func (e epoch) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.FormatFloat(float64(time.Time(e).UnixMilli())/1000, 'f', 3, 64)), nil
+}
+
+func epochPtr(t time.Time) *epoch {
+	if t.IsZero() {
+		return nil
+	}
+	e := epoch(t)
+	return &e
+}
+
+// expire forgets stopped tasks and deregistered instances older than
+// StoppedTaskRetention, as ECS does.
+func (s *Server) expire(now time.Time) {
+	for _, c := range s.clusters {
+		for arn, t := range c.tasks {
+			if t.lastStatus == TaskStopped && now.Sub(t.stoppedAt) > StoppedTaskRetention {
+				delete(c.tasks, arn)
+			}
+		}
+		for arn, in := range c.instances {
+			if in.status == StatusInactive && now.Sub(in.leftAt) > StoppedTaskRetention && !c.hasTasksOn(in) {
+				delete(c.instances, arn)
+			}
+		}
+	}
+}
+
+func (c *cluster) hasTasksOn(in *instance) bool {
+	for _, t := range c.tasks {
+		if t.instance == in {
+			return true
+		}
+	}
+	return false
+}
+
+// pageToken is what a nextToken carries: the last ARN returned, and a digest
+// of the request it continues, so a token is refused on another query.
+type pageToken struct {
+	After string `json:"a"`
+	Query string `json:"q"`
+}
+
+func queryDigest(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(sum[:8])
+}
+
+// page returns the ARNs (sorted) of one page and the token of the next.
+func (s *Server) page(arns []string, maxResults *int, token, query string) ([]string, string, *apiError) {
+	limit := maxListResults
+	if maxResults != nil {
+		if *maxResults < 1 || *maxResults > maxListResults {
+			return nil, "", invalidParameter("maxResults must be between 1 and %d.", maxListResults)
+		}
+		limit = *maxResults
+	}
+	if s.maxPageSize > 0 {
+		limit = min(limit, s.maxPageSize)
+	}
+	slices.Sort(arns)
+	if token != "" {
+		var pt pageToken
+		raw, err := base64.RawURLEncoding.DecodeString(token)
+		if err != nil || json.Unmarshal(raw, &pt) != nil || pt.Query != query {
+			return nil, "", invalidParameter("Invalid nextToken.")
+		}
+		i, _ := slices.BinarySearch(arns, pt.After)
+		for i < len(arns) && arns[i] <= pt.After {
+			i++
+		}
+		arns = arns[i:]
+	}
+	if len(arns) <= limit {
+		return arns, "", nil
+	}
+	arns = arns[:limit]
+	raw, _ := json.Marshal(pageToken{After: arns[limit-1], Query: query})
+	return arns, base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+var instanceStatuses = []string{StatusActive, StatusDraining, "REGISTERING", "DEREGISTERING", "REGISTRATION_FAILED"}
+
+func (s *Server) listContainerInstances(body []byte) (any, *apiError) {
+	var req struct {
+		Cluster    string `json:"cluster"`
+		Filter     string `json:"filter"`
+		NextToken  string `json:"nextToken"`
+		MaxResults *int   `json:"maxResults"`
+		Status     string `json:"status"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	c, err := s.resolveCluster(req.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if req.Status != "" && !slices.Contains(instanceStatuses, req.Status) {
+		return nil, invalidParameter("status must be one of %s.", strings.Join(instanceStatuses, ", "))
+	}
+	match := func(*instance) bool { return true }
+	if req.Filter != "" {
+		pred, perr := parseFilter(req.Filter)
+		if perr != nil {
+			return nil, invalidParameter("Invalid filter expression %q: %v", req.Filter, perr)
+		}
+		match = pred
+	}
+	var arns []string
+	for _, in := range c.instances {
+		statusOK := in.status == req.Status || req.Status == "" && in.status != StatusInactive
+		if statusOK && match(in) {
+			arns = append(arns, in.arn)
+		}
+	}
+	out, next, err := s.page(arns, req.MaxResults, req.NextToken, queryDigest("ListContainerInstances", c.name, req.Filter, req.Status))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"containerInstanceArns": nonNil(out), "nextToken": omitEmpty(next)}, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func omitEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *Server) describeContainerInstances(body []byte) (any, *apiError) {
+	var req struct {
+		Cluster            string   `json:"cluster"`
+		ContainerInstances []string `json:"containerInstances"`
+		Include            []string `json:"include"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	c, err := s.resolveCluster(req.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.ContainerInstances) == 0 || len(req.ContainerInstances) > maxDescribe {
+		return nil, invalidParameter("containerInstances must name 1 to %d container instances.", maxDescribe)
+	}
+	docs := []containerInstanceDoc{}
+	failures := []failureDoc{}
+	for _, ref := range req.ContainerInstances {
+		id, err := s.instanceID(c, ref)
+		if err != nil {
+			return nil, err
+		}
+		in := c.instanceByID(id)
+		if in == nil {
+			failures = append(failures, failureDoc{ARN: s.arn("container-instance/" + c.name + "/" + id), Reason: "MISSING"})
+			continue
+		}
+		docs = append(docs, s.instanceDoc(in))
+	}
+	return map[string]any{"containerInstances": docs, "failures": failures}, nil
+}
+
+func (s *Server) instanceDoc(in *instance) containerInstanceDoc {
+	d := containerInstanceDoc{
+		ContainerInstanceARN: in.arn, EC2InstanceID: in.ec2ID, Status: in.status,
+		AgentConnected: in.agentConnected, RegisteredAt: epoch(in.registeredAt),
+		Attributes: []attribute{},
+	}
+	for _, name := range slices.Sorted(maps.Keys(in.attributes)) {
+		d.Attributes = append(d.Attributes, attribute{Name: name, Value: in.attributes[name]})
+	}
+	for _, t := range in.cluster.tasks {
+		if t.instance == in && t.lastStatus == TaskRunning {
+			d.RunningTasksCount++
+		}
+		if t.instance == in && t.lastStatus == TaskPending {
+			d.PendingTasksCount++
+		}
+	}
+	cpu, mem := in.remaining()
+	d.RegisteredResources = []resource{{Name: "CPU", Type: "INTEGER", IntegerValue: in.cpu}, {Name: "MEMORY", Type: "INTEGER", IntegerValue: in.memory}}
+	d.RemainingResources = []resource{{Name: "CPU", Type: "INTEGER", IntegerValue: cpu}, {Name: "MEMORY", Type: "INTEGER", IntegerValue: mem}}
+	return d
+}
+
+// remaining is what an instance has left for new tasks.
+func (in *instance) remaining() (cpu, memory int) {
+	cpu, memory = in.cpu, in.memory
+	for _, t := range in.cluster.tasks {
+		if t.instance == in && t.holdsResources() {
+			cpu, memory = cpu-t.def.cpu, memory-t.def.memory
+		}
+	}
+	return cpu, memory
+}
+
+func (s *Server) startTask(body []byte) (any, *apiError) {
+	var req struct {
+		Cluster            string          `json:"cluster"`
+		ContainerInstances []string        `json:"containerInstances"`
+		TaskDefinition     string          `json:"taskDefinition"`
+		StartedBy          *string         `json:"startedBy"`
+		Group              *string         `json:"group"`
+		Overrides          json.RawMessage `json:"overrides"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	c, err := s.resolveCluster(req.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.ContainerInstances) == 0 || len(req.ContainerInstances) > maxStartInstances {
+		return nil, invalidParameter("containerInstances must name 1 to %d container instances.", maxStartInstances)
+	}
+	if req.TaskDefinition == "" {
+		return nil, invalidParameter("taskDefinition can not be blank.")
+	}
+	def, err := s.resolveTaskDefinition(req.TaskDefinition)
+	if err != nil {
+		return nil, err
+	}
+	by := ""
+	if req.StartedBy != nil {
+		by = *req.StartedBy
+		if !startedBy.MatchString(by) {
+			return nil, invalidParameter("startedBy may contain up to 36 letters, numbers, hyphens, forward slashes and underscores; %q does not fit.", by)
+		}
+	}
+	group := "family:" + def.family
+	if req.Group != nil {
+		group = *req.Group
+	}
+	ids := make([]string, len(req.ContainerInstances))
+	for i, ref := range req.ContainerInstances {
+		if ids[i], err = s.instanceID(c, ref); err != nil {
+			return nil, err
+		}
+	}
+	now := s.now()
+	tasks := []taskDoc{}
+	failures := []failureDoc{}
+	for _, id := range ids {
+		in := c.instanceByID(id)
+		if in == nil || in.status == StatusInactive {
+			failures = append(failures, failureDoc{ARN: s.arn("container-instance/" + c.name + "/" + id), Reason: "MISSING"})
+			continue
+		}
+		if !in.agentConnected {
+			failures = append(failures, failureDoc{ARN: in.arn, Reason: "AGENT"})
+			continue
+		}
+		cpu, mem := in.remaining()
+		if def.cpu > cpu {
+			failures = append(failures, failureDoc{ARN: in.arn, Reason: "RESOURCE:CPU"})
+			continue
+		}
+		if def.memory > mem {
+			failures = append(failures, failureDoc{ARN: in.arn, Reason: "RESOURCE:MEMORY"})
+			continue
+		}
+		tid := randomHex(16)
+		t := &task{
+			id: tid, arn: s.arn("task/" + c.name + "/" + tid), cluster: c, instance: in, def: def,
+			startedBy: by, group: group, lastStatus: TaskPending, desiredStatus: TaskRunning,
+			exitCodes: map[string]int{}, version: 1, createdAt: now, overrides: req.Overrides,
+		}
+		c.tasks[t.arn] = t
+		tasks = append(tasks, t.doc())
+	}
+	return map[string]any{"tasks": tasks, "failures": failures}, nil
+}
+
+func (t *task) doc() taskDoc {
+	d := taskDoc{
+		TaskARN: t.arn, ClusterARN: t.cluster.arn, TaskDefinitionARN: t.def.arn,
+		ContainerInstanceARN: t.instance.arn, LaunchType: "EC2",
+		LastStatus: t.lastStatus, DesiredStatus: t.desiredStatus, StartedBy: t.startedBy,
+		Group: t.group, Version: t.version, CPU: strconv.Itoa(t.def.cpu), Memory: strconv.Itoa(t.def.memory),
+		Overrides: t.overrides, CreatedAt: epoch(t.createdAt), StartedAt: epochPtr(t.startedAt),
+		StoppingAt: epochPtr(t.stoppingAt), StoppedAt: epochPtr(t.stoppedAt),
+		StoppedReason: t.stoppedReason, StopCode: t.stopCode,
+	}
+	for _, name := range t.def.containers {
+		cd := containerDoc{
+			ContainerARN: strings.Replace(t.arn, ":task/", ":container/", 1) + "/" + name,
+			TaskARN:      t.arn, Name: name, LastStatus: t.lastStatus,
+		}
+		if code, ok := t.exitCodes[name]; ok {
+			cd.ExitCode = &code
+		}
+		d.Containers = append(d.Containers, cd)
+	}
+	return d
+}
+
+var desiredStatuses = []string{TaskRunning, TaskPending, TaskStopped}
+
+func (s *Server) listTasks(body []byte) (any, *apiError) {
+	var req struct {
+		Cluster           string `json:"cluster"`
+		ContainerInstance string `json:"containerInstance"`
+		Family            string `json:"family"`
+		NextToken         string `json:"nextToken"`
+		MaxResults        *int   `json:"maxResults"`
+		StartedBy         string `json:"startedBy"`
+		ServiceName       string `json:"serviceName"`
+		DesiredStatus     string `json:"desiredStatus"`
+		LaunchType        string `json:"launchType"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	c, err := s.resolveCluster(req.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	desired := req.DesiredStatus
+	if desired == "" {
+		desired = TaskRunning
+	}
+	if !slices.Contains(desiredStatuses, desired) {
+		return nil, invalidParameter("desiredStatus must be one of RUNNING, PENDING, STOPPED.")
+	}
+	instanceID := ""
+	if req.ContainerInstance != "" {
+		if instanceID, err = s.instanceID(c, req.ContainerInstance); err != nil {
+			return nil, err
+		}
+	}
+	if req.Family != "" && !familyName.MatchString(req.Family) {
+		return nil, invalidParameter("Family Identifier is invalid")
+	}
+	var arns []string
+	for _, t := range c.tasks {
+		switch {
+		case t.desiredStatus != desired,
+			instanceID != "" && t.instance.id != instanceID,
+			req.Family != "" && t.def.family != req.Family,
+			req.StartedBy != "" && t.startedBy != req.StartedBy,
+			req.ServiceName != "", // this fake runs no services
+			req.LaunchType != "" && req.LaunchType != "EC2":
+			continue
+		}
+		arns = append(arns, t.arn)
+	}
+	query := queryDigest("ListTasks", c.name, instanceID, req.Family, req.StartedBy, req.ServiceName, desired, req.LaunchType)
+	out, next, err := s.page(arns, req.MaxResults, req.NextToken, query)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"taskArns": nonNil(out), "nextToken": omitEmpty(next)}, nil
+}
+
+func (s *Server) describeTasks(body []byte) (any, *apiError) {
+	var req struct {
+		Cluster string   `json:"cluster"`
+		Tasks   []string `json:"tasks"`
+		Include []string `json:"include"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	c, err := s.resolveCluster(req.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Tasks) == 0 || len(req.Tasks) > maxDescribe {
+		return nil, invalidParameter("tasks must name 1 to %d tasks.", maxDescribe)
+	}
+	docs := []taskDoc{}
+	failures := []failureDoc{}
+	for _, ref := range req.Tasks {
+		id, err := s.taskID(c, ref)
+		if err != nil {
+			return nil, err
+		}
+		t := c.taskByID(id)
+		if t == nil {
+			failures = append(failures, failureDoc{ARN: s.arn("task/" + c.name + "/" + id), Reason: "MISSING"})
+			continue
+		}
+		docs = append(docs, t.doc())
+	}
+	return map[string]any{"tasks": docs, "failures": failures}, nil
+}
+
+func (s *Server) stopTask(body []byte) (any, *apiError) {
+	var req struct {
+		Cluster string  `json:"cluster"`
+		Task    string  `json:"task"`
+		Reason  *string `json:"reason"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	c, err := s.resolveCluster(req.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.taskID(c, req.Task)
+	if err != nil {
+		return nil, err
+	}
+	reason := "Task stopped by user"
+	if req.Reason != nil {
+		if len(*req.Reason) > maxStopReasonChars {
+			return nil, invalidParameter("reason may be up to %d characters.", maxStopReasonChars)
+		}
+		reason = *req.Reason
+	}
+	t := c.taskByID(id)
+	if t == nil {
+		return nil, invalidParameter("The referenced task was not found.")
+	}
+	if t.lastStatus != TaskStopped {
+		t.stop(s.now(), reason, "UserInitiated", nil)
+	}
+	return map[string]any{"task": t.doc()}, nil
+}
