@@ -32,8 +32,8 @@
 // A task's lifecycle: StartTask creates it PENDING (desired RUNNING), it
 // holds its task definition's CPU and memory on its instance until it
 // stops; StopTask sets desiredStatus STOPPED and, since this fake has no
-// agent to wait for, lastStatus STOPPED at once (containers exit 143, the
-// SIGTERM exit code). Stopped tasks stay visible to DescribeTasks and
+// agent to wait for, lastStatus STOPPED at once (a RUNNING task's containers
+// exit 143, 128 + SIGTERM). Stopped tasks stay visible to DescribeTasks and
 // ListTasks(desiredStatus STOPPED) for StoppedTaskRetention, as ECS keeps
 // them for at least an hour.
 package ecsfake
@@ -210,6 +210,12 @@ func (s *Server) Region() string { return s.region }
 // Account is the account in every ARN.
 func (s *Server) Account() string { return s.account }
 
+// Config is an aws.Config for SDK clients of this server: its region,
+// endpoint and credentials.
+func (s *Server) Config() aws.Config {
+	return aws.Config{Region: s.region, BaseEndpoint: aws.String(s.URL), Credentials: s.Credentials()}
+}
+
 // Credentials are the only keys the server accepts.
 func (s *Server) Credentials() aws.CredentialsProvider {
 	return credentials.NewStaticCredentialsProvider(s.keyID, s.secret, "")
@@ -375,7 +381,7 @@ func (s *Server) SetAttribute(arn, name, value string, present bool) {
 
 // TerminateInstance is the instance's EC2 host going away: the instance
 // becomes INACTIVE (no longer listed, still describable for a while) and
-// every task on it stops as ECS reports it.
+// every task on it stops as ECS reports it, without exit codes.
 func (s *Server) TerminateInstance(arn string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -417,6 +423,8 @@ func (s *Server) StopTaskWithExit(arn string, exitCode int, reason string) {
 	t.stop(s.now(), reason, "EssentialContainerExited", &exitCode)
 }
 
+// stop ends a task; exitCode, when set, is what every container exited
+// with (a task that never ran has no exit codes).
 func (t *task) stop(now time.Time, reason, code string, exitCode *int) {
 	if t.desiredStatus != TaskStopped {
 		t.desiredStatus, t.stoppingAt = TaskStopped, now
@@ -425,16 +433,12 @@ func (t *task) stop(now time.Time, reason, code string, exitCode *int) {
 	if t.stoppedReason == "" {
 		t.stoppedReason, t.stopCode = reason, code
 	}
-	if exitCode != nil && t.startedAt.IsZero() {
-		t.startedAt = now
-	}
-	if exitCode != nil || !t.startedAt.IsZero() {
+	if exitCode != nil {
+		if t.startedAt.IsZero() {
+			t.startedAt = now
+		}
 		for _, name := range t.def.containers {
-			if exitCode != nil {
-				t.exitCodes[name] = *exitCode
-			} else {
-				t.exitCodes[name] = 143 // stopped with SIGTERM
-			}
+			t.exitCodes[name] = *exitCode
 		}
 	}
 	t.version++

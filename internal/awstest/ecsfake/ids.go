@@ -9,8 +9,9 @@ import (
 var (
 	clusterName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 	familyName  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
-	resourceID  = regexp.MustCompile(`^[0-9a-f]{32}$`)
-	startedBy   = regexp.MustCompile(`^[A-Za-z0-9/_-]{1,36}$`)
+	// 32 hex digits, or a UUID for resources of ECS's old ARN format
+	resourceID = regexp.MustCompile(`^([0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
+	startedBy  = regexp.MustCompile(`^[A-Za-z0-9/_-]{1,36}$`)
 )
 
 // ecsARN splits arn:aws:ecs:REGION:ACCOUNT:TYPE/REST when s is an ECS ARN

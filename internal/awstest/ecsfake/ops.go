@@ -20,6 +20,10 @@ const (
 	maxStopReasonChars = 255
 )
 
+// sigtermExit is what a container stopped by StopTask exits with here:
+// 128 + SIGTERM, as a process that honours the signal does.
+var sigtermExit = 143
+
 // Wire shapes. Field names are ECS's; timestamps are epoch seconds.
 
 type attribute struct {
@@ -512,7 +516,11 @@ func (s *Server) stopTask(body []byte) (any, *apiError) {
 		return nil, invalidParameter("The referenced task was not found.")
 	}
 	if t.lastStatus != TaskStopped {
-		t.stop(s.now(), reason, "UserInitiated", nil)
+		var exit *int
+		if t.lastStatus == TaskRunning {
+			exit = &sigtermExit
+		}
+		t.stop(s.now(), reason, "UserInitiated", exit)
 	}
 	return map[string]any{"task": t.doc()}, nil
 }
