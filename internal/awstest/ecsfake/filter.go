@@ -19,7 +19,8 @@ import (
 //	subject    = "attribute:" NAME | "ec2InstanceId" | "agentConnected"
 //
 // Literals are bare words: the language has no quoting, so a value with a
-// space or one of ()[],=!&|~<> cannot be written. Other subjects and
+// space or one of ()[],=!&|~<> cannot be written (ECS attribute values hold
+// none of them but the space). Other subjects and
 // operators of ECS's language (registeredAt, task:group, =~, >, …) are
 // refused as not implemented, so a client using them fails loudly here
 // rather than matching wrongly.
@@ -51,7 +52,9 @@ func parseFilter(src string) (predicate, error) {
 	return pred, nil
 }
 
-const filterPunct = "()[],=!&|~<>"
+// filterPunct are the language's punctuation, and quotes, which it has no
+// use for and no ECS attribute value holds.
+const filterPunct = "()[],=!&|~<>\"'"
 
 func tokenize(src string) ([]string, error) {
 	var toks []string

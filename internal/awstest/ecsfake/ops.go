@@ -212,7 +212,10 @@ func (s *Server) listContainerInstances(body []byte) (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"containerInstanceArns": nonNil(out), "nextToken": omitEmpty(next)}, nil
+	return struct {
+		ARNs      []string `json:"containerInstanceArns"`
+		NextToken string   `json:"nextToken,omitempty"`
+	}{nonNil(out), next}, nil
 }
 
 func nonNil(s []string) []string {
@@ -220,13 +223,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-func omitEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func (s *Server) describeContainerInstances(body []byte) (any, *apiError) {
@@ -451,7 +447,10 @@ func (s *Server) listTasks(body []byte) (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"taskArns": nonNil(out), "nextToken": omitEmpty(next)}, nil
+	return struct {
+		ARNs      []string `json:"taskArns"`
+		NextToken string   `json:"nextToken,omitempty"`
+	}{nonNil(out), next}, nil
 }
 
 func (s *Server) describeTasks(body []byte) (any, *apiError) {
