@@ -330,6 +330,8 @@ func (in *instance) snapshot() Instance {
 	}
 }
 
+// instance and task find what a test names; an ARN the server never issued
+// is a bug in the test, so they panic.
 func (s *Server) instance(arn string) *instance {
 	for _, c := range s.clusters {
 		if in := c.instances[arn]; in != nil {

@@ -54,6 +54,8 @@ func invalidParameter(format string, args ...any) *apiError {
 	return clientError("InvalidParameterException", format, args...)
 }
 
+// ServeHTTP answers one ECS request; every request, answered with an error
+// or not, is recorded in Calls.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op, _ := strings.CutPrefix(r.Header.Get("X-Amz-Target"), TargetPrefix)
 	s.runHooks(op)
