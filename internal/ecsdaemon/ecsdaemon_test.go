@@ -440,12 +440,15 @@ func TestStartTask(t *testing.T) {
 		gone := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{})
 		b.ecs.TerminateInstance(gone.ARN)
 		cpuBound := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{CPU: 128})
+		noGPU := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{})
+		b.ecs.RefuseStarts(noGPU.ARN, "ATTRIBUTE", "ecs.capability.gpu")
 
 		for _, tc := range []struct{ instance, reason string }{
 			{small.ARN, "RESOURCE:MEMORY"},
 			{offline.ARN, "AGENT"},
 			{gone.ARN, "MISSING"},
 			{cpuBound.ARN, "RESOURCE:CPU"},
+			{noGPU.ARN, "ATTRIBUTE"},
 		} {
 			_, err := b.c.StartTask(t.Context(), cluster, tc.instance, b.taskDef, "d", "g")
 			var failure *ecsdaemon.StartFailure
@@ -454,7 +457,12 @@ func TestStartTask(t *testing.T) {
 			require.Equal(t, tc.instance, failure.Instance)
 			require.ErrorContains(t, err, tc.reason)
 		}
+		_, err := b.c.StartTask(t.Context(), cluster, noGPU.ARN, b.taskDef, "d", "g")
+		require.EqualError(t, err, "ECS could not start the task on "+noGPU.ARN+": ATTRIBUTE (ecs.capability.gpu)")
 		require.Len(t, b.ecs.Tasks(cluster), 1, "no task was started past the first")
+
+		b.ecs.RefuseStarts(noGPU.ARN, "", "")
+		b.start(t, noGPU.ARN, "d", "g")
 	})
 
 	t.Run("refuses ids of the wrong kind before calling ECS", func(t *testing.T) {

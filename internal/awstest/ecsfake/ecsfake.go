@@ -26,8 +26,9 @@
 // instances (AddInstance), drain or disconnect an instance, terminate it
 // (TerminateInstance: the instance leaves and its tasks stop), move tasks to
 // RUNNING (SetTaskRunning) or stop them with an exit code
-// (StopTaskWithExit, as when a container dies), and inject faults per
-// operation (Throttle, FailNext). Calls records every request.
+// (StopTaskWithExit, as when a container dies), make an instance refuse
+// starts (RefuseStarts), and inject faults per operation (Throttle,
+// FailNext). Calls records every request.
 //
 // A task's lifecycle: StartTask creates it PENDING (desired RUNNING), it
 // holds its task definition's CPU and memory on its instance until it
@@ -134,6 +135,7 @@ type instance struct {
 	cpu, memory    int // registered
 	registeredAt   time.Time
 	leftAt         time.Time // when it became INACTIVE
+	refusal        *failureDoc
 }
 
 type taskDefinition struct {
@@ -366,6 +368,19 @@ func (s *Server) SetAgentConnected(arn string, connected bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.instance(arn).agentConnected = connected
+}
+
+// RefuseStarts makes StartTask answer every start on the instance with a
+// failures entry of this reason and detail (e.g. ATTRIBUTE, RESOURCE:PORTS:
+// what the model does not produce by itself); reason "" lifts it.
+func (s *Server) RefuseStarts(arn, reason, detail string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.instance(arn)
+	in.refusal = nil
+	if reason != "" {
+		in.refusal = &failureDoc{ARN: in.arn, Reason: reason, Detail: detail}
+	}
 }
 
 // SetAttribute sets (value != "" or present) or removes an instance's

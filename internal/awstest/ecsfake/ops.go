@@ -344,6 +344,10 @@ func (s *Server) startTask(body []byte) (any, *apiError) {
 			failures = append(failures, failureDoc{ARN: s.arn("container-instance/" + c.name + "/" + id), Reason: "MISSING"})
 			continue
 		}
+		if in.refusal != nil {
+			failures = append(failures, *in.refusal)
+			continue
+		}
 		if !in.agentConnected {
 			failures = append(failures, failureDoc{ARN: in.arn, Reason: "AGENT"})
 			continue
