@@ -98,8 +98,7 @@ type Options struct {
 
 // Client calls ECS for the daemons area.
 type Client struct {
-	ecs         *ecs.Client
-	maxAttempts int
+	ecs *ecs.Client
 }
 
 // New builds a Client. It makes no AWS call.
@@ -133,7 +132,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 			so.MaxBackoff = o.MaxBackoff
 		})
 	})
-	return &Client{ecs: client, maxAttempts: o.MaxAttempts}, nil
+	return &Client{ecs: client}, nil
 }
 
 // Instance is a container instance of a cluster.
@@ -412,11 +411,16 @@ func truncate(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// callError names the call and, when ECS still throttled it after every
-// attempt, wraps ErrThrottled.
+// callError names the call and, when ECS still throttled it when the SDK
+// gave up, wraps ErrThrottled and says why the SDK stopped retrying.
 func (c *Client) callError(op, cluster string, err error) error {
-	if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool() {
-		return fmt.Errorf("ECS %s in cluster %s: %w (%d attempts): %w", op, cluster, ErrThrottled, c.maxAttempts, err)
+	if !retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool() {
+		return fmt.Errorf("ECS %s in cluster %s: %w", op, cluster, err)
 	}
-	return fmt.Errorf("ECS %s in cluster %s: %w", op, cluster, err)
+	why := "the client's retry quota is spent, so it was not retried"
+	var maxed *retry.MaxAttemptsError
+	if errors.As(err, &maxed) {
+		why = fmt.Sprintf("%d attempts", maxed.Attempt)
+	}
+	return fmt.Errorf("ECS %s in cluster %s: %w (%s): %w", op, cluster, ErrThrottled, why, err)
 }

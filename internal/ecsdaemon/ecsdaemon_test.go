@@ -601,6 +601,24 @@ func TestRetries(t *testing.T) {
 		require.Empty(t, b.ecs.Tasks(cluster))
 	})
 
+	t.Run("a throttling storm spends the retry quota: calls then fail at once", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.ecs.Throttle("ListTasks", -1)
+		// The SDK's quota (500 tokens, 5 a throttled retry) lasts about
+		// 100 retries, 33 calls of 4 attempts.
+		var err error
+		for i := 0; i < 60 && (err == nil || !strings.Contains(err.Error(), "quota")); i++ {
+			_, err = b.c.Tasks(t.Context(), cluster, "g")
+			require.ErrorIs(t, err, ecsdaemon.ErrThrottled)
+		}
+		require.ErrorContains(t, err, "throttled by ECS (the client's retry quota is spent, so it was not retried)")
+		before := len(b.ecs.CallsOf("ListTasks"))
+		_, err = b.c.Tasks(t.Context(), cluster, "g")
+		require.ErrorIs(t, err, ecsdaemon.ErrThrottled)
+		require.Len(t, b.ecs.CallsOf("ListTasks"), before+1, "one attempt, no retry")
+	})
+
 	t.Run("a server error is retried", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
