@@ -335,6 +335,9 @@ func TestListTasks(t *testing.T) {
 		require.NoError(t, err, tc.name)
 		require.ElementsMatch(t, tc.want, out.TaskArns, tc.name)
 	}
+
+	_, err := b.ecs.ListTasks(t.Context(), &ecs.ListTasksInput{Cluster: aws.String(cluster), StartedBy: aws.String("d1"), Family: aws.String("agent")})
+	requireAPIError(t, err, "InvalidParameterException", "startedBy must be the only filter")
 }
 
 func TestPaging(t *testing.T) {

@@ -430,6 +430,13 @@ func (s *Server) listTasks(body []byte) (any, *apiError) {
 			return nil, err
 		}
 	}
+	// ECS documents that startedBy "must be the only filter that you use";
+	// this fake still lets desiredStatus and launchType narrow it (without
+	// them a deployment's stopped tasks could not be listed) but refuses it
+	// beside the filters that pick tasks another way.
+	if req.StartedBy != "" && (req.ContainerInstance != "" || req.Family != "" || req.ServiceName != "") {
+		return nil, invalidParameter("startedBy must be the only filter; it cannot be combined with containerInstance, family or serviceName.")
+	}
 	if req.Family != "" && !familyName.MatchString(req.Family) {
 		return nil, invalidParameter("Family Identifier is invalid")
 	}
