@@ -640,3 +640,38 @@ func TestRetries(t *testing.T) {
 		require.Len(t, b.ecs.CallsOf("ListTasks"), 1)
 	})
 }
+
+// TestWire pins the request documents each method sends: the fields, and
+// nothing else (no maxResults, no include, no overrides).
+func TestWire(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{Attributes: map[string]string{"zone": "a"}})
+	ctx := t.Context()
+
+	_, err := b.c.Instances(ctx, cluster, map[string]string{"zone": "a"})
+	require.NoError(t, err)
+	task, err := b.c.StartTask(ctx, cluster, in.ARN, b.taskDef, "dep-1", "daemon:logs")
+	require.NoError(t, err)
+	_, err = b.c.Tasks(ctx, cluster, "daemon:logs")
+	require.NoError(t, err)
+	_, err = b.c.StopTask(ctx, cluster, task.ARN, "replaced")
+	require.NoError(t, err)
+
+	want := []struct{ op, body string }{
+		{"ListContainerInstances", `{"cluster":"fleet","filter":"attribute:zone == a"}`},
+		{"DescribeContainerInstances", fmt.Sprintf(`{"cluster":"fleet","containerInstances":[%q]}`, in.ARN)},
+		{"StartTask", fmt.Sprintf(`{"cluster":"fleet","containerInstances":[%q],"group":"daemon:logs","startedBy":"dep-1","taskDefinition":%q}`, in.ARN, b.taskDef)},
+		{"ListTasks", `{"cluster":"fleet","desiredStatus":"RUNNING"}`},
+		{"ListTasks", `{"cluster":"fleet","desiredStatus":"STOPPED"}`},
+		{"DescribeTasks", fmt.Sprintf(`{"cluster":"fleet","tasks":[%q]}`, task.ARN)},
+		{"StopTask", fmt.Sprintf(`{"cluster":"fleet","reason":"replaced","task":%q}`, task.ARN)},
+	}
+	calls := b.ecs.Calls()
+	require.Len(t, calls, len(want))
+	for i, w := range want {
+		require.Equal(t, w.op, calls[i].Operation)
+		require.JSONEq(t, w.body, string(calls[i].Body), w.op)
+		require.Equal(t, 200, calls[i].Status)
+	}
+}
