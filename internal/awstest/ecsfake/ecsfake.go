@@ -122,13 +122,12 @@ type Call struct {
 type cluster struct {
 	name      string
 	arn       string
-	instances map[string]*instance // by ARN
-	tasks     map[string]*task     // by ARN
+	instances map[string]*instance // by id
+	tasks     map[string]*task     // by id
 }
 
 type instance struct {
 	id, arn, ec2ID string
-	cluster        *cluster
 	status         string
 	agentConnected bool
 	attributes     map[string]string
@@ -136,6 +135,7 @@ type instance struct {
 	registeredAt   time.Time
 	leftAt         time.Time // when it became INACTIVE
 	refusal        *failureDoc
+	tasks          map[string]*task // by id: the tasks on it the server keeps
 }
 
 type taskDefinition struct {
@@ -312,8 +312,9 @@ func (s *Server) AddInstance(clusterName string, spec InstanceSpec) Instance {
 	maps.Copy(attrs, spec.Attributes)
 	in := &instance{
 		id: id, arn: s.arn("container-instance/" + c.name + "/" + id),
-		ec2ID: "i-" + randomHex(9)[:17], cluster: c, status: StatusActive, agentConnected: true,
+		ec2ID: "i-" + randomHex(9)[:17], status: StatusActive, agentConnected: true,
 		attributes: attrs, cpu: spec.CPU, memory: spec.Memory, registeredAt: s.now(),
+		tasks: map[string]*task{},
 	}
 	if in.cpu == 0 {
 		in.cpu = 2048
@@ -321,7 +322,7 @@ func (s *Server) AddInstance(clusterName string, spec InstanceSpec) Instance {
 	if in.memory == 0 {
 		in.memory = 4096
 	}
-	c.instances[in.arn] = in
+	c.instances[in.id] = in
 	return in.snapshot()
 }
 
@@ -335,8 +336,9 @@ func (in *instance) snapshot() Instance {
 // instance and task find what a test names; an ARN the server never issued
 // is a bug in the test, so they panic.
 func (s *Server) instance(arn string) *instance {
+	id := arn[strings.LastIndexByte(arn, '/')+1:]
 	for _, c := range s.clusters {
-		if in := c.instances[arn]; in != nil {
+		if in := c.instances[id]; in != nil && in.arn == arn {
 			return in
 		}
 	}
@@ -344,8 +346,9 @@ func (s *Server) instance(arn string) *instance {
 }
 
 func (s *Server) task(arn string) *task {
+	id := arn[strings.LastIndexByte(arn, '/')+1:]
 	for _, c := range s.clusters {
-		if t := c.tasks[arn]; t != nil {
+		if t := c.tasks[id]; t != nil && t.arn == arn {
 			return t
 		}
 	}
@@ -405,8 +408,8 @@ func (s *Server) TerminateInstance(arn string) {
 	in := s.instance(arn)
 	now := s.now()
 	in.status, in.agentConnected, in.leftAt = StatusInactive, false, now
-	for _, t := range in.cluster.tasks {
-		if t.instance == in && t.lastStatus != TaskStopped {
+	for _, t := range in.tasks {
+		if t.lastStatus != TaskStopped {
 			t.stop(now, fmt.Sprintf("Host EC2 (instance %s) terminated.", in.ec2ID), "", nil)
 		}
 	}

@@ -76,24 +76,6 @@ func (s *Server) instanceID(c *cluster, v string) (string, *apiError) {
 	return s.resourceIDOf(c, "container-instance", "Container Instance", v)
 }
 
-func (c *cluster) taskByID(id string) *task {
-	for _, t := range c.tasks {
-		if t.id == id {
-			return t
-		}
-	}
-	return nil
-}
-
-func (c *cluster) instanceByID(id string) *instance {
-	for _, in := range c.instances {
-		if in.id == id {
-			return in
-		}
-	}
-	return nil
-}
-
 // resolveTaskDefinition finds a task definition named FAMILY (its latest
 // revision), FAMILY:REVISION or by its ARN.
 func (s *Server) resolveTaskDefinition(v string) (*taskDefinition, *apiError) {

@@ -106,26 +106,18 @@ func epochPtr(t time.Time) *epoch {
 // StoppedTaskRetention, as ECS does.
 func (s *Server) expire(now time.Time) {
 	for _, c := range s.clusters {
-		for arn, t := range c.tasks {
+		for id, t := range c.tasks {
 			if t.lastStatus == TaskStopped && now.Sub(t.stoppedAt) > StoppedTaskRetention {
-				delete(c.tasks, arn)
+				delete(c.tasks, id)
+				delete(t.instance.tasks, id)
 			}
 		}
-		for arn, in := range c.instances {
-			if in.status == StatusInactive && now.Sub(in.leftAt) > StoppedTaskRetention && !c.hasTasksOn(in) {
-				delete(c.instances, arn)
+		for id, in := range c.instances {
+			if in.status == StatusInactive && now.Sub(in.leftAt) > StoppedTaskRetention && len(in.tasks) == 0 {
+				delete(c.instances, id)
 			}
 		}
 	}
-}
-
-func (c *cluster) hasTasksOn(in *instance) bool {
-	for _, t := range c.tasks {
-		if t.instance == in {
-			return true
-		}
-	}
-	return false
 }
 
 // pageToken is what a nextToken carries: the last ARN returned, and a digest
@@ -248,7 +240,7 @@ func (s *Server) describeContainerInstances(body []byte) (any, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		in := c.instanceByID(id)
+		in := c.instances[id]
 		if in == nil {
 			failures = append(failures, failureDoc{ARN: s.arn("container-instance/" + c.name + "/" + id), Reason: "MISSING"})
 			continue
@@ -267,11 +259,11 @@ func (s *Server) instanceDoc(in *instance) containerInstanceDoc {
 	for _, name := range slices.Sorted(maps.Keys(in.attributes)) {
 		d.Attributes = append(d.Attributes, attribute{Name: name, Value: in.attributes[name]})
 	}
-	for _, t := range in.cluster.tasks {
-		if t.instance == in && t.lastStatus == TaskRunning {
+	for _, t := range in.tasks {
+		switch t.lastStatus {
+		case TaskRunning:
 			d.RunningTasksCount++
-		}
-		if t.instance == in && t.lastStatus == TaskPending {
+		case TaskPending:
 			d.PendingTasksCount++
 		}
 	}
@@ -284,8 +276,8 @@ func (s *Server) instanceDoc(in *instance) containerInstanceDoc {
 // remaining is what an instance has left for new tasks.
 func (in *instance) remaining() (cpu, memory int) {
 	cpu, memory = in.cpu, in.memory
-	for _, t := range in.cluster.tasks {
-		if t.instance == in && t.holdsResources() {
+	for _, t := range in.tasks {
+		if t.holdsResources() {
 			cpu, memory = cpu-t.def.cpu, memory-t.def.memory
 		}
 	}
@@ -339,7 +331,7 @@ func (s *Server) startTask(body []byte) (any, *apiError) {
 	tasks := []taskDoc{}
 	failures := []failureDoc{}
 	for _, id := range ids {
-		in := c.instanceByID(id)
+		in := c.instances[id]
 		if in == nil || in.status == StatusInactive {
 			failures = append(failures, failureDoc{ARN: s.arn("container-instance/" + c.name + "/" + id), Reason: "MISSING"})
 			continue
@@ -367,7 +359,8 @@ func (s *Server) startTask(body []byte) (any, *apiError) {
 			startedBy: by, group: group, lastStatus: TaskPending, desiredStatus: TaskRunning,
 			exitCodes: map[string]int{}, version: 1, createdAt: now, overrides: req.Overrides,
 		}
-		c.tasks[t.arn] = t
+		c.tasks[t.id] = t
+		in.tasks[t.id] = t
 		tasks = append(tasks, t.doc())
 	}
 	return map[string]any{"tasks": tasks, "failures": failures}, nil
@@ -487,7 +480,7 @@ func (s *Server) describeTasks(body []byte) (any, *apiError) {
 		if err != nil {
 			return nil, err
 		}
-		t := c.taskByID(id)
+		t := c.tasks[id]
 		if t == nil {
 			failures = append(failures, failureDoc{ARN: s.arn("task/" + c.name + "/" + id), Reason: "MISSING"})
 			continue
@@ -521,7 +514,7 @@ func (s *Server) stopTask(body []byte) (any, *apiError) {
 		}
 		reason = *req.Reason
 	}
-	t := c.taskByID(id)
+	t := c.tasks[id]
 	if t == nil {
 		return nil, invalidParameter("The referenced task was not found.")
 	}
