@@ -94,6 +94,9 @@ type Options struct {
 	// MaxBackoff caps the SDK's jittered exponential wait between two
 	// attempts; 0: DefaultMaxBackoff.
 	MaxBackoff time.Duration
+	// HTTPClient sends the requests (a proxy, other timeouts); nil: the
+	// SDK's default, which honours AWS_CA_BUNDLE.
+	HTTPClient aws.HTTPClient
 }
 
 // Client calls ECS for the daemons area.
@@ -126,6 +129,11 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	client := ecs.NewFromConfig(cfg, func(eo *ecs.Options) {
 		if o.Endpoint != "" {
 			eo.BaseEndpoint = aws.String(o.Endpoint)
+		}
+		if o.HTTPClient != nil {
+			// set here, not in the loaded config, which would try to add
+			// AWS_CA_BUNDLE to it and fail on a client it cannot configure
+			eo.HTTPClient = o.HTTPClient
 		}
 		eo.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = o.MaxAttempts

@@ -59,6 +59,7 @@ func setup(t *testing.T) *bundle {
 		Region:      fake.Region(),
 		Endpoint:    fake.URL,
 		Credentials: fake.Credentials(),
+		HTTPClient:  fake.HTTPClient(),
 		MaxAttempts: maxAttempts,
 		MaxBackoff:  5 * time.Millisecond,
 	})

@@ -44,7 +44,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -108,6 +110,9 @@ type Server struct {
 	faults   map[string][]fault           // by operation, in order
 	hooks    map[string][]func()          // by operation, run once before it
 	calls    []Call
+	// sweepAt is the earliest time something stopped or deregistered may
+	// be forgotten; zero: nothing to forget.
+	sweepAt time.Time
 }
 
 // Call is one request the server answered.
@@ -213,9 +218,35 @@ func (s *Server) Region() string { return s.region }
 func (s *Server) Account() string { return s.account }
 
 // Config is an aws.Config for SDK clients of this server: its region,
-// endpoint and credentials.
+// endpoint, credentials and HTTPClient.
 func (s *Server) Config() aws.Config {
-	return aws.Config{Region: s.region, BaseEndpoint: aws.String(s.URL), Credentials: s.Credentials()}
+	return aws.Config{Region: s.region, BaseEndpoint: aws.String(s.URL), Credentials: s.Credentials(), HTTPClient: s.HTTPClient()}
+}
+
+// HTTPClient is an HTTP client for SDK clients of this server, so that
+// every call reaches it exactly once.
+//
+// Why: smithy-go closes a request's body as soon as the response headers
+// arrive, and its closed body then answers WriteTo with io.EOF, an error.
+// When the server answers before net/http's write loop has made its final
+// check for bytes past Content-Length, that check fails, the transport
+// closes the connection under the response being read, and the SDK retries
+// the call: ECS, and this server, see it twice. Over a real network the
+// window is narrow; on a loopback under load it is 1 call in 100 and makes
+// tests that count calls flaky. Hiding WriteTo makes the check read, which
+// a closed body answers with a plain EOF.
+func (s *Server) HTTPClient() *http.Client {
+	return &http.Client{Transport: hideWriterTo{http.DefaultTransport}}
+}
+
+type hideWriterTo struct{ next http.RoundTripper }
+
+func (h hideWriterTo) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		r = r.Clone(r.Context())
+		r.Body = struct{ io.ReadCloser }{r.Body}
+	}
+	return h.next.RoundTrip(r)
 }
 
 // Credentials are the only keys the server accepts.
@@ -408,6 +439,7 @@ func (s *Server) TerminateInstance(arn string) {
 	in := s.instance(arn)
 	now := s.now()
 	in.status, in.agentConnected, in.leftAt = StatusInactive, false, now
+	s.forgetAfter(now)
 	for _, t := range in.tasks {
 		if t.lastStatus != TaskStopped {
 			t.stop(now, fmt.Sprintf("Host EC2 (instance %s) terminated.", in.ec2ID), "", nil)
@@ -440,7 +472,18 @@ func (s *Server) StopTaskWithExit(arn string, exitCode int, reason string) {
 	if reason == "" {
 		reason = "Essential container in task exited"
 	}
-	t.stop(s.now(), reason, "EssentialContainerExited", &exitCode)
+	now := s.now()
+	t.stop(now, reason, "EssentialContainerExited", &exitCode)
+	s.forgetAfter(now)
+}
+
+// forgetAfter notes that something stopped or left at t, to be forgotten
+// StoppedTaskRetention later.
+func (s *Server) forgetAfter(t time.Time) {
+	at := t.Add(StoppedTaskRetention)
+	if s.sweepAt.IsZero() || at.Before(s.sweepAt) {
+		s.sweepAt = at
+	}
 }
 
 // stop ends a task; exitCode, when set, is what every container exited

@@ -103,19 +103,35 @@ func epochPtr(t time.Time) *epoch {
 }
 
 // expire forgets stopped tasks and deregistered instances older than
-// StoppedTaskRetention, as ECS does.
+// StoppedTaskRetention, as ECS does. It sweeps only once something is due.
 func (s *Server) expire(now time.Time) {
+	if s.sweepAt.IsZero() || now.Before(s.sweepAt) {
+		return
+	}
+	s.sweepAt = time.Time{}
 	for _, c := range s.clusters {
 		for id, t := range c.tasks {
-			if t.lastStatus == TaskStopped && now.Sub(t.stoppedAt) > StoppedTaskRetention {
+			if t.lastStatus != TaskStopped {
+				continue
+			}
+			if now.Sub(t.stoppedAt) > StoppedTaskRetention {
 				delete(c.tasks, id)
 				delete(t.instance.tasks, id)
+			} else {
+				s.forgetAfter(t.stoppedAt)
 			}
 		}
 		for id, in := range c.instances {
-			if in.status == StatusInactive && now.Sub(in.leftAt) > StoppedTaskRetention && len(in.tasks) == 0 {
+			if in.status != StatusInactive {
+				continue
+			}
+			switch {
+			case now.Sub(in.leftAt) <= StoppedTaskRetention:
+				s.forgetAfter(in.leftAt)
+			case len(in.tasks) == 0:
 				delete(c.instances, id)
 			}
+			// else: kept while its stopped tasks are, whose expiry is noted
 		}
 	}
 }
@@ -144,19 +160,15 @@ func (s *Server) page(arns []string, maxResults *int, token, query string) ([]st
 	if s.maxPageSize > 0 {
 		limit = min(limit, s.maxPageSize)
 	}
-	slices.Sort(arns)
 	if token != "" {
 		var pt pageToken
 		raw, err := base64.RawURLEncoding.DecodeString(token)
 		if err != nil || json.Unmarshal(raw, &pt) != nil || pt.Query != query {
 			return nil, "", invalidParameter("Invalid nextToken.")
 		}
-		i, _ := slices.BinarySearch(arns, pt.After)
-		for i < len(arns) && arns[i] <= pt.After {
-			i++
-		}
-		arns = arns[i:]
+		arns = slices.DeleteFunc(arns, func(a string) bool { return a <= pt.After })
 	}
+	slices.Sort(arns)
 	if len(arns) <= limit {
 		return arns, "", nil
 	}
@@ -523,7 +535,9 @@ func (s *Server) stopTask(body []byte) (any, *apiError) {
 		if t.lastStatus == TaskRunning {
 			exit = &sigtermExit
 		}
-		t.stop(s.now(), reason, "UserInitiated", exit)
+		now := s.now()
+		t.stop(now, reason, "UserInitiated", exit)
+		s.forgetAfter(now)
 	}
 	return map[string]any{"task": t.doc()}, nil
 }
