@@ -129,6 +129,8 @@ type cluster struct {
 	arn       string
 	instances map[string]*instance // by id
 	tasks     map[string]*task     // by id
+	// their ARNs sorted, the order lists page in; nil after a change
+	sortedInstances, sortedTasks []string
 }
 
 type instance struct {
@@ -354,6 +356,7 @@ func (s *Server) AddInstance(clusterName string, spec InstanceSpec) Instance {
 		in.memory = 4096
 	}
 	c.instances[in.id] = in
+	c.sortedInstances = nil
 	return in.snapshot()
 }
 
@@ -367,7 +370,7 @@ func (in *instance) snapshot() Instance {
 // instance and task find what a test names; an ARN the server never issued
 // is a bug in the test, so they panic.
 func (s *Server) instance(arn string) *instance {
-	id := arn[strings.LastIndexByte(arn, '/')+1:]
+	id := idOf(arn)
 	for _, c := range s.clusters {
 		if in := c.instances[id]; in != nil && in.arn == arn {
 			return in
@@ -377,7 +380,7 @@ func (s *Server) instance(arn string) *instance {
 }
 
 func (s *Server) task(arn string) *task {
-	id := arn[strings.LastIndexByte(arn, '/')+1:]
+	id := idOf(arn)
 	for _, c := range s.clusters {
 		if t := c.tasks[id]; t != nil && t.arn == arn {
 			return t

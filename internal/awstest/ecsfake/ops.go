@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -117,6 +118,7 @@ func (s *Server) expire(now time.Time) {
 			if now.Sub(t.stoppedAt) > StoppedTaskRetention {
 				delete(c.tasks, id)
 				delete(t.instance.tasks, id)
+				c.sortedTasks = nil
 			} else {
 				s.forgetAfter(t.stoppedAt)
 			}
@@ -130,6 +132,7 @@ func (s *Server) expire(now time.Time) {
 				s.forgetAfter(in.leftAt)
 			case len(in.tasks) == 0:
 				delete(c.instances, id)
+				c.sortedInstances = nil
 			}
 			// else: kept while its stopped tasks are, whose expiry is noted
 		}
@@ -148,8 +151,11 @@ func queryDigest(parts ...string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// page returns the ARNs (sorted) of one page and the token of the next.
-func (s *Server) page(arns []string, maxResults *int, token, query string) ([]string, string, *apiError) {
+// page returns one page of the ARNs in sorted that match, in order, and the
+// token of the next page: it starts past the token's ARN and stops at the
+// first match past a full page, so a page costs what it returns and what
+// it skips, not the whole cluster.
+func (s *Server) page(sorted []string, match func(arn string) bool, maxResults *int, token, query string) ([]string, string, *apiError) {
 	limit := maxListResults
 	if maxResults != nil {
 		if *maxResults < 1 || *maxResults > maxListResults {
@@ -160,22 +166,58 @@ func (s *Server) page(arns []string, maxResults *int, token, query string) ([]st
 	if s.maxPageSize > 0 {
 		limit = min(limit, s.maxPageSize)
 	}
+	i := 0
 	if token != "" {
 		var pt pageToken
 		raw, err := base64.RawURLEncoding.DecodeString(token)
 		if err != nil || json.Unmarshal(raw, &pt) != nil || pt.Query != query {
 			return nil, "", invalidParameter("Invalid nextToken.")
 		}
-		arns = slices.DeleteFunc(arns, func(a string) bool { return a <= pt.After })
+		i = sort.SearchStrings(sorted, pt.After)
+		for i < len(sorted) && sorted[i] <= pt.After {
+			i++
+		}
 	}
-	slices.Sort(arns)
-	if len(arns) <= limit {
-		return arns, "", nil
+	var out []string
+	for ; i < len(sorted); i++ {
+		if !match(sorted[i]) {
+			continue
+		}
+		if len(out) == limit {
+			raw, _ := json.Marshal(pageToken{After: out[limit-1], Query: query})
+			return out, base64.RawURLEncoding.EncodeToString(raw), nil
+		}
+		out = append(out, sorted[i])
 	}
-	arns = arns[:limit]
-	raw, _ := json.Marshal(pageToken{After: arns[limit-1], Query: query})
-	return arns, base64.RawURLEncoding.EncodeToString(raw), nil
+	return out, "", nil
 }
+
+// instanceARNs and taskARNs are the cluster's ARNs, sorted; rebuilt after a
+// change (nil).
+func (c *cluster) instanceARNs() []string {
+	if c.sortedInstances == nil {
+		c.sortedInstances = make([]string, 0, len(c.instances))
+		for _, in := range c.instances {
+			c.sortedInstances = append(c.sortedInstances, in.arn)
+		}
+		slices.Sort(c.sortedInstances)
+	}
+	return c.sortedInstances
+}
+
+func (c *cluster) taskARNs() []string {
+	if c.sortedTasks == nil {
+		c.sortedTasks = make([]string, 0, len(c.tasks))
+		for _, t := range c.tasks {
+			c.sortedTasks = append(c.sortedTasks, t.arn)
+		}
+		slices.Sort(c.sortedTasks)
+	}
+	return c.sortedTasks
+}
+
+// idOf is the last part of an ARN the server issued.
+func idOf(arn string) string { return arn[strings.LastIndexByte(arn, '/')+1:] }
 
 var instanceStatuses = []string{StatusActive, StatusDraining, "REGISTERING", "DEREGISTERING", "REGISTRATION_FAILED"}
 
@@ -205,14 +247,12 @@ func (s *Server) listContainerInstances(body []byte) (any, *apiError) {
 		}
 		match = pred
 	}
-	var arns []string
-	for _, in := range c.instances {
+	listed := func(arn string) bool {
+		in := c.instances[idOf(arn)]
 		statusOK := in.status == req.Status || req.Status == "" && in.status != StatusInactive
-		if statusOK && match(in) {
-			arns = append(arns, in.arn)
-		}
+		return statusOK && match(in)
 	}
-	out, next, err := s.page(arns, req.MaxResults, req.NextToken, queryDigest("ListContainerInstances", c.name, req.Filter, req.Status))
+	out, next, err := s.page(c.instanceARNs(), listed, req.MaxResults, req.NextToken, queryDigest("ListContainerInstances", c.name, req.Filter, req.Status))
 	if err != nil {
 		return nil, err
 	}
@@ -373,6 +413,7 @@ func (s *Server) startTask(body []byte) (any, *apiError) {
 		}
 		c.tasks[t.id] = t
 		in.tasks[t.id] = t
+		c.sortedTasks = nil
 		tasks = append(tasks, t.doc())
 	}
 	return map[string]any{"tasks": tasks, "failures": failures}, nil
@@ -445,21 +486,17 @@ func (s *Server) listTasks(body []byte) (any, *apiError) {
 	if req.Family != "" && !familyName.MatchString(req.Family) {
 		return nil, invalidParameter("Family Identifier is invalid")
 	}
-	var arns []string
-	for _, t := range c.tasks {
-		switch {
-		case t.desiredStatus != desired,
-			instanceID != "" && t.instance.id != instanceID,
-			req.Family != "" && t.def.family != req.Family,
-			req.StartedBy != "" && t.startedBy != req.StartedBy,
-			req.ServiceName != "", // this fake runs no services
-			req.LaunchType != "" && req.LaunchType != "EC2":
-			continue
-		}
-		arns = append(arns, t.arn)
+	listed := func(arn string) bool {
+		t := c.tasks[idOf(arn)]
+		return t.desiredStatus == desired &&
+			(instanceID == "" || t.instance.id == instanceID) &&
+			(req.Family == "" || t.def.family == req.Family) &&
+			(req.StartedBy == "" || t.startedBy == req.StartedBy) &&
+			req.ServiceName == "" && // this fake runs no services
+			(req.LaunchType == "" || req.LaunchType == "EC2")
 	}
 	query := queryDigest("ListTasks", c.name, instanceID, req.Family, req.StartedBy, req.ServiceName, desired, req.LaunchType)
-	out, next, err := s.page(arns, req.MaxResults, req.NextToken, query)
+	out, next, err := s.page(c.taskARNs(), listed, req.MaxResults, req.NextToken, query)
 	if err != nil {
 		return nil, err
 	}
