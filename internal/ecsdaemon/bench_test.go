@@ -23,7 +23,7 @@ func BenchmarkClusterRead(b *testing.B) {
 	fake.AddCluster(cluster)
 	td := fake.RegisterTaskDefinition(ecsfake.TaskDefinition{Family: "agent", CPU: 10, Memory: 10})
 	c, err := ecsdaemon.New(b.Context(), ecsdaemon.Options{
-		Region: fake.Region(), Endpoint: fake.URL, Credentials: fake.Credentials(), HTTPClient: fake.HTTPClient(),
+		Region: fake.Region(), Endpoint: fake.URL, Credentials: fake.Credentials(),
 	})
 	require.NoError(b, err)
 	for range benchInstances {

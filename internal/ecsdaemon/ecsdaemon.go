@@ -25,11 +25,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
@@ -101,7 +104,8 @@ type Options struct {
 
 // Client calls ECS for the daemons area.
 type Client struct {
-	ecs *ecs.Client
+	ecs          *ecs.Client
+	startRetryer aws.Retryer
 }
 
 // New builds a Client. It makes no AWS call.
@@ -126,6 +130,8 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if cfg.Region == "" {
 		cfg.Region = defaultRegion
 	}
+	// One retry quota for every call of this client, StartTask's included.
+	limiter := ratelimit.NewTokenRateLimit(retry.DefaultRetryRateTokens)
 	client := ecs.NewFromConfig(cfg, func(eo *ecs.Options) {
 		if o.Endpoint != "" {
 			eo.BaseEndpoint = aws.String(o.Endpoint)
@@ -135,12 +141,48 @@ func New(ctx context.Context, o Options) (*Client, error) {
 			// AWS_CA_BUNDLE to it and fail on a client it cannot configure
 			eo.HTTPClient = o.HTTPClient
 		}
-		eo.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
-			so.MaxAttempts = o.MaxAttempts
-			so.MaxBackoff = o.MaxBackoff
-		})
+		eo.HTTPClient = closedBodyGuard{eo.HTTPClient}
+		eo.Retryer = newRetryer(o, limiter, retry.DefaultRetryables)
 	})
-	return &Client{ecs: client}, nil
+	return &Client{ecs: client, startRetryer: newRetryer(o, limiter, startTaskRetryables)}, nil
+}
+
+// startTaskRetryables: StartTask is not idempotent, so it is retried only
+// when ECS refused it for throttling. A 5xx or a connection lost after the
+// request went out may hide a started task; retrying could start a second
+// one on the instance, so such a failure is returned instead, and the
+// caller's next pass lists the instance's tasks before starting again.
+var startTaskRetryables = []retry.IsErrorRetryable{
+	retry.NoRetryCanceledError{},
+	retry.RetryableErrorCode{Codes: retry.DefaultThrottleErrorCodes},
+}
+
+func newRetryer(o Options, limiter retry.RateLimiter, retryables []retry.IsErrorRetryable) aws.Retryer {
+	return retry.NewStandard(func(so *retry.StandardOptions) {
+		so.MaxAttempts = o.MaxAttempts
+		so.MaxBackoff = o.MaxBackoff
+		so.RateLimiter = limiter
+		so.Retryables = retryables
+	})
+}
+
+// closedBodyGuard keeps a call from reaching ECS twice through a race in
+// smithy-go: it closes a request's body as soon as the response headers
+// arrive, and the closed body then answers WriteTo with io.EOF, an error.
+// When ECS answers before net/http's write loop has made its final check for
+// bytes past Content-Length, that check fails, the transport closes the
+// connection under the response being read, and the SDK retries a call ECS
+// has already carried out: for StartTask, a second task. Hiding WriteTo
+// makes the check Read, which a closed body answers with a plain EOF.
+// (internal/awstest/ecsfake's HTTPClient does the same for raw SDK clients.)
+type closedBodyGuard struct{ next aws.HTTPClient }
+
+func (g closedBodyGuard) Do(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		r = r.Clone(r.Context())
+		r.Body = struct{ io.ReadCloser }{r.Body}
+	}
+	return g.next.Do(r)
 }
 
 // Instance is a container instance of a cluster.
@@ -343,7 +385,8 @@ func exitCode(containers []types.Container) *int {
 // StartTask starts taskDefinition on one container instance, tagged
 // startedBy (the deployment: ECS allows 36 characters, exactly a UUID's
 // canonical form) and group (the environment). ECS refusing the instance is
-// a *StartFailure.
+// a *StartFailure. Only throttling is retried (see startTaskRetryables): any
+// other error may hide a started task.
 func (c *Client) StartTask(ctx context.Context, cluster, instanceARN, taskDefinition, startedBy, group string) (Task, error) {
 	if err := checkCluster(cluster); err != nil {
 		return Task{}, err
@@ -366,7 +409,7 @@ func (c *Client) StartTask(ctx context.Context, cluster, instanceARN, taskDefini
 		TaskDefinition:     aws.String(taskDefinition),
 		StartedBy:          aws.String(startedBy),
 		Group:              aws.String(group),
-	})
+	}, func(eo *ecs.Options) { eo.Retryer = c.startRetryer })
 	if err != nil {
 		return Task{}, c.callError("StartTask", cluster, err)
 	}

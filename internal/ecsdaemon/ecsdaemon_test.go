@@ -59,7 +59,6 @@ func setup(t *testing.T) *bundle {
 		Region:      fake.Region(),
 		Endpoint:    fake.URL,
 		Credentials: fake.Credentials(),
-		HTTPClient:  fake.HTTPClient(),
 		MaxAttempts: maxAttempts,
 		MaxBackoff:  5 * time.Millisecond,
 	})
@@ -630,6 +629,23 @@ func TestRetries(t *testing.T) {
 		_, err := b.c.StopTask(t.Context(), cluster, task.ARN, "r")
 		require.NoError(t, err)
 		require.Len(t, b.ecs.CallsOf("StopTask"), 2)
+	})
+
+	t.Run("StartTask is retried when throttled, never after an answer that may hide a started task", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{})
+		b.ecs.FailNext("StartTask", 1, 500, "ServerException", "Service Unavailable")
+		_, err := b.c.StartTask(t.Context(), cluster, in.ARN, b.taskDef, "d", "g")
+		var apiErr *types.ServerException
+		require.ErrorAs(t, err, &apiErr)
+		require.Len(t, b.ecs.CallsOf("StartTask"), 1, "a 5xx StartTask is not retried")
+
+		b.ecs.Throttle("StartTask", 1)
+		_, err = b.c.StartTask(t.Context(), cluster, in.ARN, b.taskDef, "d", "g")
+		require.NoError(t, err)
+		require.Len(t, b.ecs.CallsOf("StartTask"), 3, "a throttled one is")
+		require.Len(t, b.ecs.Tasks(cluster), 1)
 	})
 
 	t.Run("a client error is not retried", func(t *testing.T) {
