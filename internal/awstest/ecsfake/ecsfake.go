@@ -30,7 +30,8 @@
 // starts (RefuseStarts), and inject faults per operation (Throttle,
 // FailNext). Calls records every request.
 //
-// A task's lifecycle: StartTask creates it PENDING (desired RUNNING), it
+// A task's lifecycle: StartTask creates it PENDING (desired RUNNING; RUNNING
+// at once with Options.StartRunning), it
 // holds its task definition's CPU and memory on its instance until it
 // stops; StopTask sets desiredStatus STOPPED and, since this fake has no
 // agent to wait for, lastStatus STOPPED at once (a RUNNING task's containers
@@ -89,6 +90,9 @@ type Options struct {
 	// MaxPageSize caps the results of one list page below the caller's
 	// maxResults, as ECS may return fewer; 0: no cap but maxResults.
 	MaxPageSize int
+	// StartRunning makes StartTask's tasks RUNNING at once, for tests that
+	// do not look at the PENDING phase; otherwise SetTaskRunning moves them.
+	StartRunning bool
 }
 
 // Server is the fake ECS.
@@ -100,6 +104,7 @@ type Server struct {
 	region      string
 	account     string
 	maxPageSize int
+	runAtStart  bool
 	keyID       string
 	secret      string
 
@@ -190,6 +195,7 @@ func New(t testing.TB, o Options) *Server {
 		region:      o.Region,
 		account:     o.Account,
 		maxPageSize: o.MaxPageSize,
+		runAtStart:  o.StartRunning,
 		now:         o.Now,
 		clusters:    map[string]*cluster{},
 		taskDefs:    map[string][]*taskDefinition{},

@@ -304,6 +304,18 @@ func TestStartTask(t *testing.T) {
 	})
 }
 
+func TestStartRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t, ecsfake.Options{StartRunning: true})
+	in := b.srv.AddInstance(cluster, ecsfake.InstanceSpec{})
+	task := b.start(t, &ecs.StartTaskInput{ContainerInstances: []string{in.ARN}}).Tasks[0]
+	require.Equal(t, "RUNNING", aws.ToString(task.LastStatus))
+	require.NotNil(t, task.StartedAt)
+	desc, err := b.ecs.DescribeContainerInstances(t.Context(), &ecs.DescribeContainerInstancesInput{Cluster: aws.String(cluster), ContainerInstances: []string{in.ARN}})
+	require.NoError(t, err)
+	require.Equal(t, int32(1), desc.ContainerInstances[0].RunningTasksCount)
+}
+
 func TestListTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, ecsfake.Options{})

@@ -411,6 +411,9 @@ func (s *Server) startTask(body []byte) (any, *apiError) {
 			startedBy: by, group: group, lastStatus: TaskPending, desiredStatus: TaskRunning,
 			exitCodes: map[string]int{}, version: 1, createdAt: now, overrides: req.Overrides,
 		}
+		if s.runAtStart {
+			t.lastStatus, t.startedAt = TaskRunning, now
+		}
 		c.tasks[t.id] = t
 		in.tasks[t.id] = t
 		c.sortedTasks = nil
