@@ -7,7 +7,9 @@
 //     DescribeContainerInstances in chunks of 100.
 //   - Tasks: ListTasks (every page, desired RUNNING and STOPPED) then
 //     DescribeTasks in chunks of 100, keeping one task group. ECS's ListTasks
-//     cannot filter by group, so this reads the whole cluster's tasks.
+//     cannot filter by group, so this reads the whole cluster's tasks;
+//     ClusterTasks returns them all, for a caller keeping several groups,
+//     and TasksStartedBy lists only one deployment's (a ListTasks filter).
 //   - StartTask on one container instance with startedBy = the deployment
 //     and group = the environment; ECS's per-instance failures (RESOURCE:*,
 //     AGENT, MISSING) come back as a *StartFailure.
@@ -290,17 +292,50 @@ func instanceOf(ci types.ContainerInstance) Instance {
 // recently stopped (ECS keeps stopped tasks about an hour), sorted by
 // instance then ARN.
 func (c *Client) Tasks(ctx context.Context, cluster, group string) ([]Task, error) {
-	if err := checkCluster(cluster); err != nil {
-		return nil, err
-	}
 	if group == "" {
 		return nil, fmt.Errorf("group: %w: empty", ErrInvalidInput)
 	}
+	all, err := c.ClusterTasks(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(t Task) bool { return t.Group != group }), nil
+}
+
+// ClusterTasks returns every task of a cluster, running and recently
+// stopped, whatever its group, sorted by instance then ARN: what Tasks
+// reads anyway, for a caller that keeps several groups (environments) of
+// one cluster and should read it once.
+func (c *Client) ClusterTasks(ctx context.Context, cluster string) ([]Task, error) {
+	return c.listAndDescribe(ctx, cluster, "")
+}
+
+// TasksStartedBy returns the tasks of a cluster started with startedBy (a
+// deployment), running and recently stopped, sorted by instance then ARN:
+// one ListTasks filter, so a deployment can check which instances already
+// have its task before it starts more (ECS's StartTask is not idempotent).
+func (c *Client) TasksStartedBy(ctx context.Context, cluster, startedBy string) ([]Task, error) {
+	if err := checkStartedBy(startedBy); err != nil {
+		return nil, err
+	}
+	return c.listAndDescribe(ctx, cluster, startedBy)
+}
+
+// listAndDescribe lists a cluster's tasks (those started by startedBy, when
+// set) with desired status RUNNING then STOPPED, every page, and describes
+// them 100 at a time. RUNNING first: a task that stops between the two
+// lists shows in both (deduplicated), never in neither.
+func (c *Client) listAndDescribe(ctx context.Context, cluster, startedBy string) ([]Task, error) {
+	if err := checkCluster(cluster); err != nil {
+		return nil, err
+	}
 	var arns []string
-	// RUNNING first: a task that stops between the two lists shows in both
-	// (deduplicated), never in neither.
 	for _, desired := range []types.DesiredStatus{types.DesiredStatusRunning, types.DesiredStatusStopped} {
-		pages := ecs.NewListTasksPaginator(c.ecs, &ecs.ListTasksInput{Cluster: aws.String(cluster), DesiredStatus: desired})
+		in := &ecs.ListTasksInput{Cluster: aws.String(cluster), DesiredStatus: desired}
+		if startedBy != "" {
+			in.StartedBy = aws.String(startedBy)
+		}
+		pages := ecs.NewListTasksPaginator(c.ecs, in)
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
 			if err != nil {
@@ -322,9 +357,7 @@ func (c *Client) Tasks(ctx context.Context, cluster, group string) ([]Task, erro
 			return nil, err
 		}
 		for _, t := range res.Tasks {
-			if aws.ToString(t.Group) == group {
-				out = append(out, taskOf(t))
-			}
+			out = append(out, taskOf(t))
 		}
 	}
 	slices.SortFunc(out, func(a, b Task) int {

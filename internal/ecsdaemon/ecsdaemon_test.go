@@ -377,6 +377,50 @@ func TestTasks(t *testing.T) {
 		require.Len(t, b.ecs.CallsOf("DescribeTasks"), 1)
 	})
 
+	t.Run("ClusterTasks returns every group's tasks", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{})
+		logs := b.start(t, in.ARN, "d1", "daemon:logs")
+		metrics := b.start(t, in.ARN, "d2", "daemon:metrics")
+		b.ecs.StopTaskWithExit(metrics.ARN, 0, "")
+
+		got, err := b.c.ClusterTasks(t.Context(), cluster)
+		require.NoError(t, err)
+		groups := map[string]string{}
+		for _, task := range got {
+			groups[task.ARN] = task.Group
+		}
+		require.Equal(t, map[string]string{logs.ARN: "daemon:logs", metrics.ARN: "daemon:metrics"}, groups)
+	})
+
+	t.Run("TasksStartedBy lists one deployment's tasks, running and stopped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		deployment := uuid.NewString()
+		in1 := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{})
+		in2 := b.ecs.AddInstance(cluster, ecsfake.InstanceSpec{})
+		first := b.start(t, in1.ARN, deployment, "env")
+		second := b.start(t, in2.ARN, deployment, "env")
+		b.start(t, in1.ARN, uuid.NewString(), "env") // another deployment's
+		b.ecs.StopTaskWithExit(second.ARN, 1, "")
+
+		got, err := b.c.TasksStartedBy(t.Context(), cluster, deployment)
+		require.NoError(t, err)
+		var arns []string
+		for _, task := range got {
+			arns = append(arns, task.ARN)
+			require.Equal(t, deployment, task.StartedBy)
+		}
+		require.ElementsMatch(t, []string{first.ARN, second.ARN}, arns)
+		for _, call := range b.ecs.CallsOf("ListTasks") {
+			require.Equal(t, deployment, requestBody(t, call)["startedBy"])
+		}
+
+		_, err = b.c.TasksStartedBy(t.Context(), cluster, deployment+"-too-long")
+		require.ErrorIs(t, err, ecsdaemon.ErrInvalidInput)
+	})
+
 	t.Run("an empty group is refused", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
