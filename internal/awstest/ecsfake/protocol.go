@@ -136,8 +136,9 @@ func (s *Server) fireFault(op string) *apiError {
 	return &apiError{status: f.status, code: f.code, message: f.message}
 }
 
-// decode reads a request document strictly: ECS refuses unknown members with
-// a SerializationException, and so a misspelt field shows.
+// decode reads a request document strictly: an unknown member is a
+// SerializationException here, stricter than ECS may be, so that a
+// misspelt field fails a test instead of being ignored.
 func decode(body []byte, v any) *apiError {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
