@@ -62,6 +62,14 @@ func diagError(diags hcl.Diagnostics) *Error {
 	return nil
 }
 
+// sortErrors sorts errs by file, line and message and drops duplicates.
+func sortErrors(errs []*Error) []*Error {
+	slices.SortFunc(errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Message, b.Message))
+	})
+	return slices.CompactFunc(errs, func(a, b *Error) bool { return *a == *b })
+}
+
 // maxReported bounds how many errors a failed scan lists; the rest are
 // counted.
 const maxReported = 20
@@ -72,10 +80,7 @@ func joinErrors(errs []*Error) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	slices.SortFunc(errs, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Message, b.Message))
-	})
-	errs = slices.CompactFunc(errs, func(a, b *Error) bool { return *a == *b })
+	errs = sortErrors(errs)
 	if len(errs) == 1 {
 		return errs[0]
 	}

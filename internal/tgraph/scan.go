@@ -28,6 +28,12 @@ var skipDirs = map[string]bool{
 const unitFile = "terragrunt.hcl"
 
 // Scan discovers the units of the checkout at dir. It only reads files.
+//
+// A unit whose configuration cannot be evaluated does not stop the scan:
+// Scan returns the graph, with that unit's Errors set, together with an
+// error listing every broken unit's problems (errors.As finds the first
+// *Error). Only a checkout that cannot be read or a dependency cycle
+// returns no graph.
 func Scan(dir string) (*Graph, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -58,15 +64,15 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 		workers: runtime.GOMAXPROCS(0),
 	}
 	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
-	units, errs, err := s.walk()
+	units, walkErrs, err := s.walk()
 	if err != nil {
 		return nil, fmt.Errorf("walking the checkout: %w", err)
 	}
-	results := s.evalUnits(units)
-	g, buildErrs := s.build(units, results)
-	if err := joinErrors(append(errs, buildErrs...)); err != nil {
+	if err := joinErrors(walkErrs); err != nil {
 		return nil, err
 	}
+	results := s.evalUnits(units)
+	g, unitErrs := s.build(units, results)
 	order, err := g.order()
 	if err != nil {
 		return nil, err
@@ -76,7 +82,7 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	for i, u := range order {
 		g.pos[u] = i
 	}
-	return g, nil
+	return g, joinErrors(unitErrs)
 }
 
 // walk lists the checkout and finds the candidate units, sorted by path.

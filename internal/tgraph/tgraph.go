@@ -50,6 +50,11 @@ type Unit struct {
 	// directory, included files, read_terragrunt_config and file() targets,
 	// local module source roots. Sorted.
 	Reads []string `json:"reads"`
+	// Errors say why the unit's configuration could not be fully evaluated
+	// (a dependency directory that does not exist, an unsupported
+	// function...), sorted. A unit with errors is broken: its Dependencies
+	// and Reads are only what could be evaluated, and it must not run.
+	Errors []*Error `json:"-"`
 
 	edges    []edge
 	searches []*search
@@ -78,8 +83,7 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 			continue
 		}
 		r := results[i]
-		errs = append(errs, r.errs...)
-		u := &Unit{Path: dir}
+		u := &Unit{Path: dir, Errors: r.errs}
 		g.Units = append(g.Units, u)
 		g.byPath[dir] = u
 		kept = append(kept, r)
@@ -88,7 +92,7 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 		r := kept[i]
 		for _, e := range r.edges {
 			if g.byPath[e.to] == nil {
-				errs = append(errs, &Error{File: e.file, Line: e.line,
+				u.Errors = append(u.Errors, &Error{File: e.file, Line: e.line,
 					Message: fmt.Sprintf("%s: %s is a configuration other files include, not a unit", e.via(), e.to)})
 				continue
 			}
@@ -112,6 +116,10 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 				g.readers[f] = append(g.readers[f], u.Path)
 			}
 		}
+		if len(u.Errors) > 0 {
+			u.Errors = sortErrors(u.Errors)
+			errs = append(errs, u.Errors...)
+		}
 		seen := make(map[*search]bool, len(r.searches))
 		for _, sr := range r.searches {
 			if !seen[sr] {
@@ -121,6 +129,17 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 		}
 	}
 	return g, errs
+}
+
+// Broken returns the units with Errors, sorted by path.
+func (g *Graph) Broken() []*Unit {
+	var out []*Unit
+	for _, u := range g.Units {
+		if len(u.Errors) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // UnitsUnder returns the units at dir or below it (repository-relative,

@@ -1,0 +1,53 @@
+package tgraph
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The fixtures under testdata/parity are small repositories, one per point
+// where Gantry's graph was compared with Terragrunt's own (issue 15, item
+// 6): the defects fixed, and the places where Gantry is deliberately
+// stricter.
+
+// scanFixture scans testdata/parity/name and returns the graph and the
+// error, each possibly nil.
+func scanFixture(t *testing.T, name string) (*Graph, error) {
+	t.Helper()
+	return Scan("testdata/parity/" + name)
+}
+
+// listing is WriteText of the whole graph.
+func listing(t *testing.T, g *Graph) string {
+	t.Helper()
+	var b strings.Builder
+	require.NoError(t, WriteText(&b, g, "."))
+	return b.String()
+}
+
+// TestParityMissingDependencyFailsOnlyItsUnit: a dependency naming a
+// directory that does not exist breaks that unit, not the repository.
+func TestParityMissingDependencyFailsOnlyItsUnit(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "missing-dependency")
+	require.NotNil(t, g, "the rest of the repository is read")
+	require.EqualError(t, err, `live/broken/terragrunt.hcl:2: dependency "gone": config_path ../gone is not a directory with terragrunt.hcl`)
+	var e *Error
+	require.True(t, errors.As(err, &e))
+	require.Equal(t, "live/broken/terragrunt.hcl", e.File)
+
+	require.Equal(t, "live/vpc\nlive/app\tafter live/vpc\nlive/downstream\tafter live/broken\n", listing(t, g))
+	broken := g.Broken()
+	require.Len(t, broken, 1)
+	require.Equal(t, "live/broken", broken[0].Path)
+	require.Equal(t, []*Error{e}, broken[0].Errors)
+	require.Equal(t, []string{"live/vpc"}, broken[0].Dependencies, "what could be evaluated is kept")
+	require.Empty(t, g.Unit("live/app").Errors)
+
+	a := g.Affected([]string{"live/broken/terragrunt.hcl"})
+	require.Equal(t, []string{"live/broken", "live/downstream"}, a.Selected, "a run selecting the broken unit selects its dependents, which it fails")
+	require.Equal(t, []string{"live/vpc", "live/app", "live/broken", "live/downstream"}, g.Affected([]string{"live/vpc/main.tf"}).Selected)
+}
