@@ -68,7 +68,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 	if repo, err = models.RepositoryByName(ctx, s.Queue.DB(), run.Repository); err != nil {
 		return err
 	}
-	units, deleted, scanErr := s.scan(ctx, repo, run)
+	units, deleted, unreadable, scanErr := s.scan(ctx, repo, run)
 	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
 		return scanErr // git or the database: River retries
 	}
@@ -100,6 +100,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 				Status: models.ExecWaiting,
 			}
 		}
+		failUnreadable(xs, unreadable, s.now())
 		if err := models.InsertExecutions(ctx, tx, xs); err != nil {
 			return err
 		}
@@ -115,48 +116,97 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 			map[string]any{"base_commit": run.BaseCommit, "units": collected, "deleted_units": run.DeletedUnits}); err != nil {
 			return err
 		}
+		for _, x := range xs {
+			var event string
+			switch x.Status {
+			case models.ExecFailed:
+				event = EventExecutionFailed
+			case models.ExecAborted:
+				event = EventExecutionAborted
+			default:
+				continue
+			}
+			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), event, "gantry", map[string]any{"cfg_path": x.CfgPath, "error": x.Error}); err != nil {
+				return err
+			}
+		}
 		return s.advance(ctx, tx, run, "gantry")
 	})
+}
+
+// failUnreadable fails the executions of the units whose configuration the
+// scan could not read (unreadable maps them to why), and aborts those that
+// depend on them, however far down, saying which unit and why: an error in
+// one unit fails that unit and its dependents, not the whole run.
+func failUnreadable(xs []*models.Execution, unreadable map[string]string, now time.Time) {
+	if len(unreadable) == 0 {
+		return
+	}
+	blocked := map[string]string{} // unit → the unreadable unit it waits for
+	for _, x := range xs {
+		if why, ok := unreadable[x.CfgPath]; ok {
+			x.Status, x.FinishedAt = models.ExecFailed, &now
+			x.Error = "Gantry cannot read this unit's configuration:\n" + why
+			blocked[x.CfgPath] = x.CfgPath
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, x := range xs {
+			if _, done := blocked[x.CfgPath]; done {
+				continue
+			}
+			for _, d := range x.CfgDeps {
+				if root, ok := blocked[d]; ok {
+					x.Status, x.FinishedAt = models.ExecAborted, &now
+					x.Error = fmt.Sprintf("aborted: it depends on %s, whose configuration Gantry cannot read:\n%s", root, unreadable[root])
+					blocked[x.CfgPath], changed = root, true
+					break
+				}
+			}
+		}
+	}
 }
 
 // errScan marks a scan failure that is the repository's, not Gantry's.
 var errScan = errors.New("scan")
 
 // scan collects the run's units at the merge commit, with their
-// dependencies, and the units the merge deleted.
-func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (units []infrarun.Unit, deleted []string, err error) {
+// dependencies, the units the merge deleted, and the collected units whose
+// configuration cannot be read, with why (they fail, not the whole run).
+func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (units []infrarun.Unit, deleted []string, unreadable map[string]string, err error) {
 	mirror, err := s.Git.Fetch(ctx, repo.URL, run.MergeCommit)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	base, err := s.baseOf(ctx, mirror, run)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	run.BaseCommit = base
 	ws, err := s.workspace(fmt.Sprintf("scan-%d", run.ID))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer os.RemoveAll(ws)
 	dir := checkoutDir(ws)
 	if err := mirror.Checkout(ctx, run.MergeCommit, dir); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), dir) }()
 	g, err := tgraph.Scan(dir)
-	if err != nil {
-		return nil, nil, err
+	if g == nil {
+		return nil, nil, nil, err
 	}
 	var paths []string
 	if run.Scan == "plan" {
 		if paths, err = s.planAll(ctx, repo, run, dir, g); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	} else {
 		changes, err := mirror.ChangedFiles(ctx, base, run.MergeCommit)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		aff := g.Affected(changes.Paths())
 		paths, deleted = aff.Selected, aff.Deleted
@@ -164,6 +214,12 @@ func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models
 	collected := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		collected[p] = true
+		if errs := g.Unit(p).Errors; len(errs) > 0 {
+			if unreadable == nil {
+				unreadable = map[string]string{}
+			}
+			unreadable[p] = errorLines(errs)
+		}
 	}
 	for _, p := range paths {
 		// A unit waits for the collected units it depends on, also through
@@ -171,7 +227,16 @@ func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models
 		// changes), so the run keeps the repository's order.
 		units = append(units, infrarun.Unit{Path: p, Deps: g.DependenciesWithin(p, collected)})
 	}
-	return units, deleted, nil
+	return units, deleted, unreadable, nil
+}
+
+// errorLines is a broken unit's errors, one a line.
+func errorLines(errs []*tgraph.Error) string {
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
 }
 
 // baseOf is what the merge is compared with: for a merge commit its first
@@ -208,6 +273,10 @@ func (s *Service) planAll(ctx context.Context, repo *models.Repository, run *mod
 	deadline := time.Now().Add(s.commandTimeout())
 	var changed []string
 	for _, p := range order {
+		if len(g.Unit(p).Errors) > 0 {
+			changed = append(changed, p) // collected to fail, as the graph scan does
+			continue
+		}
 		var role string
 		if acc := accountFor(repo.Accounts, p); acc != nil {
 			role = acc.PlanRole

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
@@ -39,6 +40,29 @@ func TestPlanScan(t *testing.T) {
 		"rds and dns plan without changes at the merge commit")
 	require.Equal(t, []string{infratest.VPC}, b.mustExecution(t, run.ID, infratest.EC2).CfgDeps, "ec2 waits for vpc through rds")
 	require.Equal(t, "plan", run.Scan)
+}
+
+// TestUnreadableUnit_failsOnlyItselfAndItsDependents: a merge that makes
+// one unit's dependency name a directory that does not exist fails that
+// unit and aborts its dependents, each with the reason on its page, while
+// the rest of the merge goes on.
+func TestUnreadableUnit_failsOnlyItselfAndItsDependents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	change := b.vpcChange("vpc-v2")
+	change[infratest.RDS+"/terragrunt.hcl"] = "dependency \"vpc\" {\n  config_path = \"../vpc\"\n}\n\ndependency \"gone\" {\n  config_path = \"../gone\"\n}\n"
+	p := b.repo.OpenPR(72, change)
+	_, run := b.merge(t, p)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Equal(t, map[string]string{infratest.VPC: models.ExecRunning, infratest.RDS: models.ExecFailed, infratest.EC2: models.ExecAborted},
+		b.executions(t, run.ID))
+	why := infratest.RDS + `/terragrunt.hcl:6: dependency "gone": config_path ../gone is not a directory with terragrunt.hcl`
+	require.Equal(t, "Gantry cannot read this unit's configuration:\n"+why, b.mustExecution(t, run.ID, infratest.RDS).Error)
+	require.Equal(t, "aborted: it depends on "+infratest.RDS+", whose configuration Gantry cannot read:\n"+why,
+		b.mustExecution(t, run.ID, infratest.EC2).Error)
+	require.Equal(t, "Gantry cannot read this unit's configuration:\n"+why, b.logError(t, infra.ExecutionTarget(b.mustExecution(t, run.ID, infratest.RDS).ExecutionID), infra.EventExecutionFailed),
+		"the log says why too")
+	require.Equal(t, models.RunRunning, b.WaitRun(t, run.ID, models.RunRunning).Status, "the rest of the run goes on")
 }
 
 // TestDeletedUnit: a pull request that removes a unit lists it on the run
