@@ -51,3 +51,15 @@ func TestParityMissingDependencyFailsOnlyItsUnit(t *testing.T) {
 	require.Equal(t, []string{"live/broken", "live/downstream"}, a.Selected, "a run selecting the broken unit selects its dependents, which it fails")
 	require.Equal(t, []string{"live/vpc", "live/app", "live/broken", "live/downstream"}, g.Affected([]string{"live/vpc/main.tf"}).Selected)
 }
+
+// TestParityTwoLevelsOfIncludeAreRefused: Terragrunt refuses an included
+// file that includes another when it runs the unit; Gantry refuses it when
+// it scans, on that unit, with Terragrunt's reason.
+func TestParityTwoLevelsOfIncludeAreRefused(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "two-level-include")
+	require.EqualError(t, err, "live/app/terragrunt.hcl:2: live/app/terragrunt.hcl includes _envcommon/mid.hcl, which itself includes root.hcl. Only one level of includes is allowed.")
+	require.Equal(t, "live/vpc\n", listing(t, g))
+	require.Len(t, g.Broken(), 1)
+	require.Equal(t, "live/app", g.Broken()[0].Path)
+}

@@ -329,7 +329,7 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	}
 	cfg := &cfgCtx{path: s.abs(rel), dir: s.abs(dir), orig: s.abs(dir), funcs: tab}
 	fr := s.newFrame(c, cfg, nil)
-	s.resolveIncludes(fr, []string{rel}, &out.collected)
+	s.resolveIncludes(fr, rel, &out.collected)
 	s.collectReads(fr, &out.collected)
 	s.collectDeps(fr, out)
 	s.collectSource(fr, &out.collected)
@@ -348,9 +348,10 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	return out
 }
 
-// resolveIncludes evaluates fr's include blocks and, recursively, those of
-// the included files. chain holds the files including fr, to stop cycles.
-func (s *scanner) resolveIncludes(fr *frame, chain []string, out *collected) {
+// resolveIncludes evaluates the include blocks of fr, the file at rel.
+// Like Terragrunt, it allows one level: an included file with include
+// blocks of its own is an error, on the including file.
+func (s *scanner) resolveIncludes(fr *frame, rel string, out *collected) {
 	for _, blk := range fr.c.includes {
 		what := func() string { return fmt.Sprintf("include %q", blk.name) }
 		p, err := fr.evalString(blk.path.Expr)
@@ -358,19 +359,19 @@ func (s *scanner) resolveIncludes(fr *frame, chain []string, out *collected) {
 			out.errs = append(out.errs, wrap(err, blk.path.SrcRange, what()+": path"))
 			continue
 		}
-		rel, ok := s.rel(resolve(path.Dir(fr.abs), p))
+		incRel, ok := s.rel(resolve(path.Dir(fr.abs), p))
 		switch {
 		case !ok:
 			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: path %s is outside the repository", what(), p))
 			continue
-		case !s.files[rel]:
+		case !s.files[incRel]:
 			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: path %s does not exist", what(), s.shown(p)))
 			continue
-		case slices.Contains(chain, rel):
-			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: include cycle: %s -> %s", what(), strings.Join(chain, " -> "), rel))
+		case incRel == rel:
+			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: %s includes itself", what(), rel))
 			continue
 		}
-		c, errs := s.config(rel)
+		c, errs := s.config(incRel)
 		if len(errs) > 0 {
 			out.errs = append(out.errs, errs...)
 			continue
@@ -393,9 +394,19 @@ func (s *scanner) resolveIncludes(fr *frame, chain []string, out *collected) {
 			}
 		}
 		fr.incs = append(fr.incs, inc)
-		out.reads = append(out.reads, rel)
-		out.included = append(out.included, rel)
-		s.resolveIncludes(inc.fr, append(slices.Clip(chain), rel), out)
+		out.reads = append(out.reads, incRel)
+		out.included = append(out.included, incRel)
+		if len(c.includes) > 0 {
+			second := c.includes[0]
+			p2, err := inc.fr.evalString(second.path.Expr)
+			if err != nil {
+				p2 = inc.fr.text(second.path.Expr.Range())
+			} else if r2, ok := s.rel(resolve(path.Dir(inc.fr.abs), p2)); ok {
+				p2 = r2
+			}
+			out.errs = append(out.errs, errorAt(blk.path.SrcRange,
+				"%s includes %s, which itself includes %s. Only one level of includes is allowed.", rel, incRel, p2))
+		}
 	}
 }
 
@@ -502,7 +513,7 @@ func (s *scanner) readTarget(abs, rel string, from *cfgCtx) *readTarget {
 	cfg := &cfgCtx{path: abs, dir: path.Dir(abs), orig: orig, stack: append(slices.Clip(from.stack), abs), funcs: from.funcs}
 	fr := s.newFrame(c, cfg, nil)
 	var out collected
-	s.resolveIncludes(fr, []string{rel}, &out)
+	s.resolveIncludes(fr, rel, &out)
 	s.collectReads(fr, &out)
 	obj := map[string]cty.Value{"locals": fr.allLocals()}
 	if in, ok := fr.mergedInputs(); ok {

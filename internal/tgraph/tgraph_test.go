@@ -142,12 +142,9 @@ dependencies {
 			},
 		},
 		{
-			name: "nested includes: env common file including the root, with inherited dependencies",
+			name: "an env common file included beside the root, with inherited dependencies",
 			repo: live.with(repo{
-				"_envcommon/app.hcl": `include "root" {
-  path = find_in_parent_folders("root.hcl")
-}
-locals {
+				"_envcommon/app.hcl": `locals {
   env = read_terragrunt_config(find_in_parent_folders("env.hcl"))
 }
 terraform {
@@ -161,7 +158,10 @@ dependencies {
 }
 `,
 				prodRegion + "/env.hcl": `locals { env = "prod" }`,
-				prodRegion + "/app/terragrunt.hcl": `include "envcommon" {
+				prodRegion + "/app/terragrunt.hcl": `include "root" {
+  path = find_in_parent_folders("root.hcl")
+}
+include "envcommon" {
   path = "${dirname(find_in_parent_folders("root.hcl"))}/_envcommon/app.hcl"
 }
 `,
@@ -570,13 +570,18 @@ dependency "db" {
 			err: `a/terragrunt.hcl:5: dependency "vpc": config_path: include.env.locals.vpc: include "env" is not exposed (set expose = true)`,
 		},
 		{
-			name: "include cycle",
+			name: "include cycle, refused as two levels of include",
 			repo: repo{
 				"x.hcl":            "include \"y\" {\n  path = \"y.hcl\"\n}\n",
 				"y.hcl":            "include \"x\" {\n  path = \"x.hcl\"\n}\n",
 				"a/terragrunt.hcl": "include \"x\" {\n  path = \"../x.hcl\"\n}\n",
 			},
-			err: `y.hcl:2: include "x": include cycle: a/terragrunt.hcl -> x.hcl -> y.hcl -> x.hcl (evaluating for unit a)`,
+			err: `a/terragrunt.hcl:2: a/terragrunt.hcl includes x.hcl, which itself includes y.hcl. Only one level of includes is allowed.`,
+		},
+		{
+			name: "a unit including itself",
+			repo: repo{"a/terragrunt.hcl": "include \"self\" {\n  path = \"terragrunt.hcl\"\n}\n"},
+			err:  `a/terragrunt.hcl:2: include "self": a/terragrunt.hcl includes itself`,
 		},
 		{
 			name: "stack files are refused rather than missed",
