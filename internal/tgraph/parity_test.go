@@ -63,3 +63,26 @@ func TestParityTwoLevelsOfIncludeAreRefused(t *testing.T) {
 	require.Len(t, g.Broken(), 1)
 	require.Equal(t, "live/app", g.Broken()[0].Path)
 }
+
+// TestParityForExpressionsReadingFiles: file(), fileexists() and
+// mark_as_read() called with a for expression's variable read the files
+// the loop names (Gantry used to refuse them: "Unknown variable").
+func TestParityForExpressionsReadingFiles(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "for-file-reads")
+	require.NoError(t, err)
+	app := g.Unit("live/app")
+	require.Equal(t, []string{"live/vpc"}, app.Dependencies)
+	require.Equal(t, []string{"live/app/", "policies/read.json", "policies/write.json"}, app.Reads)
+	require.Equal(t, []string{"live/app"}, g.Affected([]string{"policies/write.json"}).Changed)
+	require.Equal(t, []string{"live/app"}, g.Affected([]string{"policies/admin.json"}).Changed,
+		"a file fileexists() looked for and did not find, added")
+
+	// A file the loop reads that is not there fails the unit, as it fails
+	// Terragrunt.
+	_, err = repo{
+		"a/terragrunt.hcl": "locals {\n  all = [for f in [\"x.json\"] : file(f)]\n}\n",
+	}.scan(t)
+	require.ErrorContains(t, err, `a/terragrunt.hcl:2: `)
+	require.ErrorContains(t, err, `file("x.json")`)
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -413,7 +414,15 @@ func (s *scanner) resolveIncludes(fr *frame, rel string, out *collected) {
 // collectReads evaluates the paths of every file-reading call in fr and the
 // files it includes.
 func (s *scanner) collectReads(fr *frame, out *collected) {
+	var loops []*hclsyntax.ForExpr
 	for _, rc := range fr.c.reads {
+		if rc.loop != nil {
+			if !slices.Contains(loops, rc.loop) {
+				loops = append(loops, rc.loop)
+				s.collectLoopReads(fr, rc.loop, out)
+			}
+			continue
+		}
 		if len(rc.call.Args) == 0 {
 			out.errs = append(out.errs, errorAt(rc.call.NameRange, "%s needs a path", rc.fn))
 			continue
@@ -424,17 +433,7 @@ func (s *scanner) collectReads(fr *frame, out *collected) {
 			continue
 		}
 		if rc.fn != "read_terragrunt_config" {
-			rel, ok := s.rel(resolve(fr.cfg.dir, p))
-			switch {
-			case !ok:
-				out.errs = append(out.errs, errorAt(rc.call.NameRange, "%s(%q) reads outside the repository", rc.fn, p))
-			case s.files[rel]:
-				out.reads = append(out.reads, rel)
-			case s.dirs[rel]:
-				out.reads = append(out.reads, dirKey(rel))
-			default:
-				out.probes = append(out.probes, rel)
-			}
+			s.noteRead(rc.fn, resolve(fr.cfg.dir, p), p, rc.call.NameRange, out)
 			continue
 		}
 		abs, rel, ok := s.configTarget(fr.cfg.dir, p)
@@ -478,6 +477,34 @@ func (s *scanner) collectReads(fr *frame, out *collected) {
 	}
 	for _, inc := range fr.incs {
 		s.collectReads(inc.fr, out)
+	}
+}
+
+// noteRead records a file-reading call's target abs (p as written).
+func (s *scanner) noteRead(fn, abs, p string, rng hcl.Range, out *collected) {
+	rel, ok := s.rel(abs)
+	switch {
+	case !ok:
+		out.errs = append(out.errs, errorAt(rng, "%s(%q) reads outside the repository", fn, p))
+	case s.files[rel]:
+		out.reads = append(out.reads, rel)
+	case s.dirs[rel]:
+		out.reads = append(out.reads, dirKey(rel))
+	default:
+		out.probes = append(out.probes, rel)
+	}
+}
+
+// collectLoopReads evaluates a for expression whose reading calls take
+// their paths from its variables, noting the path of every call made.
+func (s *scanner) collectLoopReads(fr *frame, loop *hclsyntax.ForExpr, out *collected) {
+	tab := fr.cfg.funcs
+	prev := tab.record
+	tab.record = func(fn, abs string) { s.noteRead(fn, abs, abs, loop.OpenRange, out) }
+	_, err := fr.eval(loop)
+	tab.record = prev
+	if err != nil {
+		out.errs = append(out.errs, wrap(err, loop.OpenRange, "for expression reading files"))
 	}
 }
 
