@@ -166,7 +166,7 @@ var stringFuncs = map[string]stringFunc{
 		}
 		return dir, nil
 	}},
-	"abspath":      {1, 1, func(fr *frame, args []string) (string, error) { return resolve(fr.cfg.dir, args[0]), nil }},
+	"abspath": {1, 1, func(fr *frame, args []string) (string, error) { return resolve(fr.cfg.dir, args[0]), nil }},
 	"mark_as_read": {1, 1, func(fr *frame, args []string) (string, error) {
 		abs := resolve(fr.cfg.dir, args[0])
 		fr.cfg.funcs.noteRead("mark_as_read", abs)
