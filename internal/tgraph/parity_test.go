@@ -86,3 +86,36 @@ func TestParityForExpressionsReadingFiles(t *testing.T) {
 	require.ErrorContains(t, err, `a/terragrunt.hcl:2: `)
 	require.ErrorContains(t, err, `file("x.json")`)
 }
+
+// TestParityExcludesFile: the units .terragrunt-excludes lists are left
+// out, as Terragrunt leaves them out of a run from the repository root; a
+// dependency on one is no edge, and a change inside one selects nothing.
+func TestParityExcludesFile(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "excludes")
+	require.NoError(t, err)
+	require.Equal(t, "live/prod/vpc\nlive/prod/app\tafter live/prod/vpc\n", listing(t, g))
+	a := g.Affected([]string{"live/prod/legacy/main.tf", "live/sandbox/deep/b/terragrunt.hcl"})
+	require.Empty(t, a.Selected)
+	require.Empty(t, a.Deleted, "an excluded unit is not a deleted one")
+	_, owned := g.Owner("live/prod/legacy/main.tf")
+	require.False(t, owned)
+}
+
+func TestExcludesPatterns(t *testing.T) {
+	t.Parallel()
+	ex := parseExcludes([]byte("# comment\n\nlive/sandbox/**\n./live/*/legacy/\n  spaced/unit  \n"))
+	for dir, want := range map[string]bool{
+		"live/sandbox":           true,
+		"live/sandbox/a":         true,
+		"live/sandbox/deep/b":    true,
+		"live/prod/legacy":       true,
+		"live/prod/legacy/sub":   false,
+		"live/prod/vpc":          false,
+		"spaced/unit":            true,
+		"live/sandboxes/a":       false,
+		"other/live/prod/legacy": false,
+	} {
+		require.Equal(t, want, ex.match(dir), dir)
+	}
+}

@@ -55,14 +55,15 @@ func Scan(dir string) (*Graph, error) {
 // made-up one such as "/repo").
 func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	s := &scanner{
-		fsys:    fsys,
-		root:    path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
-		finds:   map[searchKey]*search{},
-		files:   map[string]bool{},
-		dirs:    map[string]bool{},
-		parsed:  map[string]*parsedConfig{},
-		targets: map[string]*readTarget{},
-		workers: runtime.GOMAXPROCS(0),
+		fsys:     fsys,
+		root:     path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
+		finds:    map[searchKey]*search{},
+		files:    map[string]bool{},
+		dirs:     map[string]bool{},
+		parsed:   map[string]*parsedConfig{},
+		targets:  map[string]*readTarget{},
+		excluded: map[string]bool{},
+		workers:  runtime.GOMAXPROCS(0),
 	}
 	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
 	units, walkErrs, err := s.walk()
@@ -71,6 +72,20 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	}
 	if err := joinErrors(walkErrs); err != nil {
 		return nil, err
+	}
+	if s.files[excludesFile] {
+		src, err := fs.ReadFile(s.fsys, excludesFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", excludesFile, err)
+		}
+		ex := parseExcludes(src)
+		units = slices.DeleteFunc(units, func(j *unitJob) bool {
+			if ex.match(j.dir) {
+				s.excluded[j.dir] = true
+				return true
+			}
+			return false
+		})
 	}
 	results := s.evalUnits(units)
 	g, unitErrs := s.build(units, results)
@@ -160,6 +175,8 @@ type scanner struct {
 	workers int
 	files   map[string]bool // repository-relative paths of every file
 	dirs    map[string]bool // and of every directory, "." for the root
+	// excluded are the unit directories .terragrunt-excludes leaves out.
+	excluded map[string]bool
 
 	mu      sync.Mutex
 	parsed  map[string]*parsedConfig

@@ -31,6 +31,7 @@ type Graph struct {
 	Units []*Unit
 
 	byPath     map[string]*Unit
+	excluded   map[string]bool // unit directories .terragrunt-excludes leaves out
 	files      map[string]bool
 	dependents map[string][]string
 	readers    map[string][]string // file, or directory with a trailing slash → units
@@ -71,6 +72,7 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 	}
 	g := &Graph{
 		byPath:     map[string]*Unit{},
+		excluded:   s.excluded,
 		files:      s.files,
 		dependents: map[string][]string{},
 		readers:    map[string][]string{},
@@ -91,6 +93,9 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 	for i, u := range g.Units {
 		r := kept[i]
 		for _, e := range r.edges {
+			if g.excluded[e.to] {
+				continue // as Terragrunt, which leaves it out of the run
+			}
 			if g.byPath[e.to] == nil {
 				u.Errors = append(u.Errors, &Error{File: e.file, Line: e.line,
 					Message: fmt.Sprintf("%s: %s is a configuration other files include, not a unit", e.via(), e.to)})
@@ -305,7 +310,7 @@ func (g *Graph) Owner(file string) (string, bool) {
 		if g.byPath[d] != nil {
 			return d, true
 		}
-		if d == "." {
+		if d == "." || g.excluded[d] {
 			return "", false
 		}
 	}
@@ -387,7 +392,7 @@ func (g *Graph) Affected(changedFiles []string) Affected {
 	for _, f := range changedFiles {
 		f = cleanRel(f)
 		for d := path.Dir(f); ; d = path.Dir(d) {
-			if deleted[d] {
+			if deleted[d] || g.excluded[d] {
 				break
 			}
 			if g.byPath[d] != nil {
