@@ -119,3 +119,51 @@ func TestExcludesPatterns(t *testing.T) {
 		require.Equal(t, want, ex.match(dir), dir)
 	}
 }
+
+// TestParityJSONUnits: terragrunt.hcl.json units are read like
+// terragrunt.hcl ones (HCL's JSON syntax: blocks as nested objects, strings
+// as templates); terragrunt.hcl wins where a directory has both, as in
+// Terragrunt; errors name the JSON file's own lines.
+func TestParityJSONUnits(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "json-units")
+	require.EqualError(t, err, `live/bad/terragrunt.hcl.json:7: dependency "gone": config_path ../gone is not a directory with terragrunt.hcl`)
+	require.Equal(t, "live/both\nlive/vpc\nlive/app\tafter live/both, live/vpc\n", listing(t, g))
+	require.Equal(t, []string{"live/vpc/", "modules/vpc/", "root.hcl"}, g.Unit("live/vpc").Reads)
+	require.Equal(t, []string{"live/app/", "root.hcl"}, g.Unit("live/app").Reads)
+	require.Equal(t, []string{"live/vpc"}, g.Unit("live/bad").Dependencies)
+	require.Equal(t, []string{"live/vpc", "live/app", "live/bad"}, g.Affected([]string{"modules/vpc/main.tf"}).Selected)
+	require.Equal(t, []string{"live/vpc"}, g.Affected([]string{"live/vpc/prod.tfvars"}).Changed, "the optional var file, through the exposed include")
+	require.Equal(t, []string{"live/old"}, g.Affected([]string{"live/old/terragrunt.hcl.json"}).Deleted)
+}
+
+func TestTranslateJSON(t *testing.T) {
+	t.Parallel()
+	tr, err := translateJSON([]byte(`{
+  "locals": {"a": "x \"${upper(\"y\")}\" $${z} %{ if true }t%{ endif }", "n": 1.5, "b": [true, null]},
+  "generate": {"provider": {"path": "p.tf", "contents": "line\nnext"}},
+  "include": {"root": {"path": "r.hcl"}}
+}`))
+	require.NoError(t, err)
+	require.Equal(t, `locals {
+  a = "x \"${upper("y")}\" $${z} %{ if true }t%{ endif }"
+  n = 1.5
+  b = [true, null]
+}
+generate "provider" {
+  path = "p.tf"
+  contents = "line\nnext"
+}
+include "root" {
+  path = "r.hcl"
+}
+`, string(tr.src))
+	require.Equal(t, []int{0, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4}, tr.lines)
+	_, diags := parseHCL("x.hcl", tr.src)
+	require.Empty(t, diags)
+
+	_, err = translateJSON([]byte("{\n  \"dependency\": {\"x\": 1\n"))
+	require.Error(t, err)
+	_, err = translateJSON([]byte(`{"dependency": {"config_path": "../x"}}`))
+	require.Error(t, err, "a dependency block needs its label")
+}

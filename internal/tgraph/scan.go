@@ -25,8 +25,21 @@ var skipDirs = map[string]bool{
 	"node_modules":      true,
 }
 
-// unitFile names the file that makes a directory a unit.
+// unitFile names the file that makes a directory a unit (or unitJSONFile).
 const unitFile = "terragrunt.hcl"
+
+// unitFileIn is the configuration file of the unit at dir, terragrunt.hcl
+// before terragrunt.hcl.json as Terragrunt looks, or "".
+func (s *scanner) unitFileIn(dir string) string {
+	for _, name := range []string{unitFile, unitJSONFile} {
+		if f := path.Join(dir, name); s.files[f] {
+			return f
+		}
+	}
+	return ""
+}
+
+func isUnitFile(name string) bool { return name == unitFile || name == unitJSONFile }
 
 // Scan discovers the units of the checkout at dir. It only reads files.
 //
@@ -55,15 +68,16 @@ func Scan(dir string) (*Graph, error) {
 // made-up one such as "/repo").
 func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	s := &scanner{
-		fsys:     fsys,
-		root:     path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
-		finds:    map[searchKey]*search{},
-		files:    map[string]bool{},
-		dirs:     map[string]bool{},
-		parsed:   map[string]*parsedConfig{},
-		targets:  map[string]*readTarget{},
-		excluded: map[string]bool{},
-		workers:  runtime.GOMAXPROCS(0),
+		fsys:      fsys,
+		root:      path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
+		finds:     map[searchKey]*search{},
+		files:     map[string]bool{},
+		dirs:      map[string]bool{},
+		parsed:    map[string]*parsedConfig{},
+		targets:   map[string]*readTarget{},
+		excluded:  map[string]bool{},
+		jsonLines: map[string][]int{},
+		workers:   runtime.GOMAXPROCS(0),
 	}
 	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
 	units, walkErrs, err := s.walk()
@@ -112,7 +126,7 @@ func (s *scanner) walk() ([]*unitJob, []*Error, error) {
 	for range s.workers {
 		wg.Go(func() {
 			for j := range jobs {
-				j.c, j.errs = s.parse(path.Join(j.dir, unitFile), false)
+				j.c, j.errs = s.parse(j.file, false)
 			}
 		})
 	}
@@ -129,11 +143,15 @@ func (s *scanner) walk() ([]*unitJob, []*Error, error) {
 		}
 		s.files[p] = true
 		switch d.Name() {
-		case unitFile:
-			j := &unitJob{dir: path.Dir(p)}
+		case unitFile, unitJSONFile:
+			// terragrunt.hcl, walked first, wins over terragrunt.hcl.json.
+			if n := len(units); n > 0 && units[n-1].dir == path.Dir(p) {
+				break
+			}
+			j := &unitJob{dir: path.Dir(p), file: p}
 			units = append(units, j)
 			jobs <- j
-		case "terragrunt.hcl.json", "terragrunt.stack.hcl":
+		case "terragrunt.stack.hcl":
 			errs = append(errs, &Error{File: p, Message: d.Name() + " files are not supported by dependency discovery"})
 		}
 		return nil
@@ -177,6 +195,8 @@ type scanner struct {
 	dirs    map[string]bool // and of every directory, "." for the root
 	// excluded are the unit directories .terragrunt-excludes leaves out.
 	excluded map[string]bool
+	// jsonLines map the lines of JSON files' translations to theirs.
+	jsonLines map[string][]int
 
 	mu      sync.Mutex
 	parsed  map[string]*parsedConfig
@@ -204,16 +224,43 @@ func (s *scanner) config(rel string) (*config, []*Error) {
 }
 
 // parse reads and parses the file at rel; withInputs keeps its inputs.
+// A .json file is read in HCL's JSON syntax.
 func (s *scanner) parse(rel string, withInputs bool) (*config, []*Error) {
 	src, err := fs.ReadFile(s.fsys, rel)
 	if err != nil {
 		return nil, []*Error{{File: rel, Message: err.Error()}}
+	}
+	if strings.HasSuffix(rel, ".json") {
+		t, err := translateJSON(src)
+		if err != nil {
+			e := err.(*Error)
+			return nil, []*Error{{File: rel, Line: e.Line, Message: e.Message}}
+		}
+		s.mu.Lock()
+		s.jsonLines[rel] = t.lines
+		s.mu.Unlock()
+		c, errs := parseConfig(rel, t.src, withInputs) // errors' lines are mapped back in build
+		if c != nil {
+			c.abs = s.abs(rel)
+		}
+		return c, errs
 	}
 	c, errs := parseConfig(rel, src, withInputs)
 	if c != nil {
 		c.abs = s.abs(rel)
 	}
 	return c, errs
+}
+
+// jsonLine maps an error in a JSON file, located in its translation, to
+// the file's own line.
+func (s *scanner) jsonLine(e *Error) {
+	s.mu.Lock()
+	lines := s.jsonLines[e.File]
+	s.mu.Unlock()
+	if e.Line > 0 && e.Line < len(lines) {
+		e.Line = lines[e.Line]
+	}
 }
 
 func (s *scanner) abs(rel string) string {
@@ -280,7 +327,11 @@ func (s *scanner) configTarget(base, p string) (abs, rel string, ok bool) {
 		return abs, abs, false
 	}
 	if s.dirs[rel] {
-		rel = path.Join(rel, unitFile)
+		if f := s.unitFileIn(rel); f != "" {
+			rel = f
+		} else {
+			rel = path.Join(rel, unitFile)
+		}
 		abs = s.abs(rel)
 	}
 	return abs, rel, s.files[rel]
@@ -328,9 +379,10 @@ func (e edge) via() string {
 	return fmt.Sprintf("dependency %q", e.dep)
 }
 
-// unitJob is a candidate unit and its parsed terragrunt.hcl.
+// unitJob is a candidate unit and its parsed configuration.
 type unitJob struct {
 	dir  string
+	file string // terragrunt.hcl or terragrunt.hcl.json in dir
 	c    *config
 	errs []*Error
 }
@@ -338,8 +390,7 @@ type unitJob struct {
 // evalUnit evaluates a parsed unit: its includes, reads, dependencies and
 // module source.
 func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
-	dir, c := j.dir, j.c
-	rel := path.Join(dir, unitFile)
+	dir, c, rel := j.dir, j.c, j.file
 	out := &unitResult{}
 	if len(j.errs) > 0 {
 		out.errs = j.errs
@@ -744,9 +795,9 @@ func (s *scanner) unitDir(base, p string) (string, string) {
 	switch {
 	case !ok:
 		return "", "is outside the repository"
-	case path.Base(rel) == unitFile && s.files[rel]:
+	case isUnitFile(path.Base(rel)) && s.files[rel]:
 		return path.Dir(rel), ""
-	case s.dirs[rel] && s.files[path.Join(rel, unitFile)]:
+	case s.dirs[rel] && s.unitFileIn(rel) != "":
 		return rel, ""
 	}
 	return "", "is not a directory with " + unitFile

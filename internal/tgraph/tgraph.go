@@ -81,7 +81,7 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 	var kept []*unitResult
 	for i, j := range candidates {
 		dir := j.dir
-		if included[path.Join(dir, unitFile)] {
+		if included[j.file] {
 			continue
 		}
 		r := results[i]
@@ -122,6 +122,13 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 			}
 		}
 		if len(u.Errors) > 0 {
+			for i, e := range u.Errors {
+				if strings.HasSuffix(e.File, ".json") {
+					moved := *e // errors may be shared between units
+					s.jsonLine(&moved)
+					u.Errors[i] = &moved
+				}
+			}
 			u.Errors = sortErrors(u.Errors)
 			errs = append(errs, u.Errors...)
 		}
@@ -378,7 +385,7 @@ func (g *Graph) Affected(changedFiles []string) Affected {
 	deleted := map[string]bool{}
 	for _, f := range changedFiles {
 		f = cleanRel(f)
-		if path.Base(f) == unitFile && !g.files[f] && g.byPath[path.Dir(f)] == nil && !deleted[path.Dir(f)] {
+		if isUnitFile(path.Base(f)) && !g.files[f] && g.byPath[path.Dir(f)] == nil && !deleted[path.Dir(f)] {
 			deleted[path.Dir(f)] = true
 			a.Deleted = append(a.Deleted, path.Dir(f))
 		}
