@@ -32,6 +32,9 @@ type cfgCtx struct {
 	searches []*search
 	// funcs are the goroutine's context functions.
 	funcs *funcTable
+	// values is the values variable of a unit (or stack) a stack
+	// generates; cty.NilVal elsewhere.
+	values cty.Value
 }
 
 // frame evaluates one file within a cfgCtx. Locals are per file and
@@ -276,6 +279,7 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 		incNeeds   map[*incFrame]*incNeed
 		bare       bool
 		depRange   *hcl.Range
+		valuesUsed bool
 	)
 	for _, t := range trs {
 		switch t.RootName() {
@@ -306,6 +310,12 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 				r := t.SourceRange()
 				depRange = &r
 			}
+		case "values":
+			if fr.cfg.values == cty.NilVal {
+				r := t.SourceRange()
+				return nil, errorAt(r, "%s: values are set only in units a %s generates", fr.text(r), stackFile)
+			}
+			valuesUsed = true
 		}
 	}
 	vars := map[string]cty.Value{}
@@ -336,6 +346,9 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 			}
 			vars["include"] = cty.ObjectVal(m)
 		}
+	}
+	if valuesUsed {
+		vars["values"] = fr.cfg.values
 	}
 	if depRange != nil {
 		vars["dependency"] = failed(errorAt(*depRange,

@@ -2,7 +2,6 @@ package tgraph
 
 import (
 	"fmt"
-	"io/fs"
 	"path"
 	"strings"
 
@@ -179,7 +178,7 @@ var stringFuncs = map[string]stringFunc{
 		if !ok {
 			return "", fmt.Errorf("file(%q) is outside the repository", args[0])
 		}
-		b, err := fs.ReadFile(fr.s.fsys, rel)
+		b, err := fr.s.readFile(rel)
 		if err != nil {
 			return "", fmt.Errorf("file(%q): %w", args[0], err)
 		}

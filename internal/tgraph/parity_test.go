@@ -167,3 +167,25 @@ include "root" {
 	_, err = translateJSON([]byte(`{"dependency": {"config_path": "../x"}}`))
 	require.Error(t, err, "a dependency block needs its label")
 }
+
+// TestParityStacks: the unit and stack blocks of a terragrunt.stack.hcl
+// are units at the paths terragrunt stack generate writes, read from their
+// sources with the blocks' values; the source directories are templates,
+// not units; a source outside the repository breaks that unit only.
+func TestParityStacks(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "stack")
+	const (
+		gen = "live/prod/.terragrunt-stack/"
+		api = gen + "services/.terragrunt-stack/api"
+	)
+	require.EqualError(t, err, `live/prod/terragrunt.stack.hcl:30: unit "remote": source git::https://example.com/catalog.git//units/cache?ref=v1.0.0 is fetched from elsewhere; dependency discovery reads only sources in the repository`)
+	require.Equal(t, gen+"vpc\n"+gen+"app\tafter "+gen+"vpc\n"+api+"\tafter "+gen+"vpc\nlive/shared/dns\n", listing(t, g))
+	require.Equal(t, []string{"catalog/units/vpc/", "live/prod/terragrunt.stack.hcl", "modules/vpc/", "root.hcl"}, g.Unit(gen+"vpc").Reads)
+	require.Equal(t, []string{"catalog/stacks/services/terragrunt.stack.hcl", "catalog/units/app/", "catalog/units/app/policy.json", "live/prod/terragrunt.stack.hcl"},
+		g.Unit(api).Reads)
+
+	require.Equal(t, []string{gen + "app", api}, g.Affected([]string{"catalog/units/app/policy.json"}).Changed)
+	require.Equal(t, []string{gen + "vpc", gen + "app", api}, g.Affected([]string{"modules/vpc/main.tf"}).Selected)
+	require.Len(t, g.Affected([]string{"live/prod/terragrunt.stack.hcl"}).Changed, 4, "every unit of the stack, the broken one too")
+}

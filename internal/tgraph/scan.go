@@ -68,24 +68,22 @@ func Scan(dir string) (*Graph, error) {
 // made-up one such as "/repo").
 func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	s := &scanner{
-		fsys:      fsys,
-		root:      path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
-		finds:     map[searchKey]*search{},
-		files:     map[string]bool{},
-		dirs:      map[string]bool{},
-		parsed:    map[string]*parsedConfig{},
-		targets:   map[string]*readTarget{},
-		excluded:  map[string]bool{},
-		jsonLines: map[string][]int{},
-		workers:   runtime.GOMAXPROCS(0),
+		fsys:       fsys,
+		root:       path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
+		finds:      map[searchKey]*search{},
+		files:      map[string]bool{},
+		dirs:       map[string]bool{},
+		parsed:     map[string]*parsedConfig{},
+		targets:    map[string]*readTarget{},
+		excluded:   map[string]bool{},
+		jsonLines:  map[string][]int{},
+		stackRoots: map[string]string{},
+		workers:    runtime.GOMAXPROCS(0),
 	}
 	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
-	units, walkErrs, err := s.walk()
+	units, stacks, err := s.walk()
 	if err != nil {
 		return nil, fmt.Errorf("walking the checkout: %w", err)
-	}
-	if err := joinErrors(walkErrs); err != nil {
-		return nil, err
 	}
 	if s.files[excludesFile] {
 		src, err := fs.ReadFile(s.fsys, excludesFile)
@@ -101,6 +99,10 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 			return false
 		})
 	}
+	if len(stacks) > 0 {
+		units = s.expandStacks(units, stacks)
+		slices.SortFunc(units, func(a, b *unitJob) int { return strings.Compare(a.dir, b.dir) })
+	}
 	results := s.evalUnits(units)
 	g, unitErrs := s.build(units, results)
 	order, err := g.order()
@@ -115,12 +117,12 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	return g, joinErrors(unitErrs)
 }
 
-// walk lists the checkout and finds the candidate units, sorted by path.
-// Their terragrunt.hcl files are read and parsed by a pool of workers while
-// the walk goes on.
-func (s *scanner) walk() ([]*unitJob, []*Error, error) {
+// walk lists the checkout and finds the candidate units, sorted by path,
+// and the stack files. The units' configurations are read and parsed by a
+// pool of workers while the walk goes on.
+func (s *scanner) walk() ([]*unitJob, []string, error) {
 	var units []*unitJob
-	var errs []*Error
+	var stacks []string
 	jobs := make(chan *unitJob, 64)
 	var wg sync.WaitGroup
 	for range s.workers {
@@ -151,15 +153,15 @@ func (s *scanner) walk() ([]*unitJob, []*Error, error) {
 			j := &unitJob{dir: path.Dir(p), file: p}
 			units = append(units, j)
 			jobs <- j
-		case "terragrunt.stack.hcl":
-			errs = append(errs, &Error{File: p, Message: d.Name() + " files are not supported by dependency discovery"})
+		case stackFile:
+			stacks = append(stacks, p)
 		}
 		return nil
 	})
 	close(jobs)
 	wg.Wait()
 	slices.SortFunc(units, func(a, b *unitJob) int { return strings.Compare(a.dir, b.dir) })
-	return units, errs, err
+	return units, stacks, err
 }
 
 // evalUnits evaluates the candidates with a pool of workers, once every
@@ -197,6 +199,9 @@ type scanner struct {
 	excluded map[string]bool
 	// jsonLines map the lines of JSON files' translations to theirs.
 	jsonLines map[string][]int
+	// stackRoots map the directories stacks generate to the source
+	// directories they copy; written before evaluation starts.
+	stackRoots map[string]string
 
 	mu      sync.Mutex
 	parsed  map[string]*parsedConfig
@@ -226,7 +231,7 @@ func (s *scanner) config(rel string) (*config, []*Error) {
 // parse reads and parses the file at rel; withInputs keeps its inputs.
 // A .json file is read in HCL's JSON syntax.
 func (s *scanner) parse(rel string, withInputs bool) (*config, []*Error) {
-	src, err := fs.ReadFile(s.fsys, rel)
+	src, err := s.readFile(rel)
 	if err != nil {
 		return nil, []*Error{{File: rel, Message: err.Error()}}
 	}
@@ -383,8 +388,12 @@ func (e edge) via() string {
 type unitJob struct {
 	dir  string
 	file string // terragrunt.hcl or terragrunt.hcl.json in dir
-	c    *config
-	errs []*Error
+	// values and stackFiles are set for a unit a stack generates: its
+	// unit block's values and the stack files declaring it.
+	values     cty.Value
+	stackFiles []string
+	c          *config
+	errs       []*Error
 }
 
 // evalUnit evaluates a parsed unit: its includes, reads, dependencies and
@@ -392,11 +401,12 @@ type unitJob struct {
 func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	dir, c, rel := j.dir, j.c, j.file
 	out := &unitResult{}
+	out.reads = append(out.reads, j.stackFiles...)
 	if len(j.errs) > 0 {
 		out.errs = j.errs
 		return out
 	}
-	cfg := &cfgCtx{path: s.abs(rel), dir: s.abs(dir), orig: s.abs(dir), funcs: tab}
+	cfg := &cfgCtx{path: s.abs(rel), dir: s.abs(dir), orig: s.abs(dir), funcs: tab, values: j.values}
 	fr := s.newFrame(c, cfg, nil)
 	s.resolveIncludes(fr, rel, &out.collected)
 	s.collectReads(fr, &out.collected)
@@ -404,6 +414,19 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	s.collectSource(fr, &out.collected)
 	out.searches = append(out.searches, cfg.searches...)
 	out.reads = append(out.reads, dirKey(dir))
+	if len(s.stackRoots) > 0 {
+		// What a generated unit reads are the files it is a copy of.
+		for i, r := range out.reads {
+			if d, isDir := strings.CutSuffix(r, "/"); isDir {
+				out.reads[i] = dirKey(s.realPath(d))
+			} else {
+				out.reads[i] = s.realPath(r)
+			}
+		}
+		for i, p := range out.probes {
+			out.probes[i] = s.realPath(p)
+		}
+	}
 	slices.Sort(out.reads)
 	out.reads = slices.Compact(out.reads)
 	slices.Sort(out.probes)

@@ -2,14 +2,17 @@
 // checkout, what each depends on and what files each reads, so that a change
 // can be mapped to the units it touches and everything downstream of them.
 //
-// A unit is a directory with a terragrunt.hcl that no other configuration
-// includes. Its dependencies come from dependency blocks and
+// A unit is a directory with a terragrunt.hcl (or terragrunt.hcl.json) that
+// no other configuration includes and .terragrunt-excludes does not list,
+// or one a terragrunt.stack.hcl generates. Its dependencies come from
+// dependency blocks and
 // dependencies { paths }, including those inherited from included files. Its
 // reads are its own directory, the files it includes (transitively),
 // read_terragrunt_config and file() targets, and the directory a local
 // terraform { source } copies. Paths are evaluated with the Terragrunt
 // functions and locals such blocks use; whatever cannot be evaluated is an
-// error naming the file and line, never a silently missing edge.
+// error naming the file and line, never a silently missing edge; such an
+// error breaks its unit (Unit.Errors), not the rest of the graph.
 //
 // The package only reads the checkout.
 package tgraph
@@ -123,9 +126,10 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 		}
 		if len(u.Errors) > 0 {
 			for i, e := range u.Errors {
-				if strings.HasSuffix(e.File, ".json") {
+				if real := s.realPath(e.File); real != e.File || strings.HasSuffix(e.File, ".json") {
 					moved := *e // errors may be shared between units
 					s.jsonLine(&moved)
+					moved.File = real
 					u.Errors[i] = &moved
 				}
 			}

@@ -584,9 +584,9 @@ dependency "db" {
 			err:  `a/terragrunt.hcl:2: include "self": a/terragrunt.hcl includes itself`,
 		},
 		{
-			name: "stack files are refused rather than missed",
+			name: "a stack file that cannot be read breaks a unit at its directory",
 			repo: repo{"stack/terragrunt.stack.hcl": `unit "vpc" {}`},
-			err:  `stack/terragrunt.stack.hcl: terragrunt.stack.hcl files are not supported by dependency discovery`,
+			err:  `stack/terragrunt.stack.hcl:1: unit "vpc" has no source`,
 		},
 	}
 	for _, tt := range tests {
