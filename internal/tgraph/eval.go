@@ -310,6 +310,12 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 				r := t.SourceRange()
 				depRange = &r
 			}
+		case "feature":
+			r := t.SourceRange()
+			return nil, errorAt(r, "%s: feature flags are not evaluated when discovering dependencies, so dependencies and the files a unit reads must not depend on them", fr.text(r))
+		case "each", "count":
+			r := t.SourceRange()
+			return nil, errorAt(r, "%s: Terragrunt's blocks take no for_each or count, so %s is not defined", fr.text(r), t.RootName())
 		case "values":
 			if fr.cfg.values == cty.NilVal {
 				r := t.SourceRange()
@@ -462,6 +468,8 @@ func (fr *frame) includeNeed(t hcl.Traversal) (*incFrame, *incNeed, bool, *Error
 	}
 	need := &incNeed{}
 	switch part, _ := step(t, rest); part {
+	case "dependency":
+		return nil, nil, false, errorAt(rng, "%s: dependency discovery does not read a dependency block through an include; declare the dependency in the unit, or its path in a local of the included file", fr.text(rng))
 	case "locals":
 		if l, ok := step(t, rest+1); ok {
 			need.locals = []string{l}

@@ -189,3 +189,75 @@ func TestParityStacks(t *testing.T) {
 	require.Equal(t, []string{gen + "vpc", gen + "app", api}, g.Affected([]string{"modules/vpc/main.tf"}).Selected)
 	require.Len(t, g.Affected([]string{"live/prod/terragrunt.stack.hcl"}).Changed, 4, "every unit of the stack, the broken one too")
 }
+
+// TestParityRefused: what Terragrunt accepts and dependency discovery
+// cannot follow is refused on the unit, saying why (docs/areas/infra.md,
+// "Terragrunt differences"), while the other units are read.
+func TestParityRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, unit, err string
+	}{
+		{
+			name: "get_env in optional_var_files",
+			unit: "terraform {\n  extra_arguments \"vars\" {\n    commands           = [\"plan\"]\n    optional_var_files = [\"${get_env(\"TF_VAR_FILE\", \"dev\")}.tfvars\"]\n  }\n}\n",
+			err:  `a/terragrunt.hcl:4: extra_arguments: optional_var_files: function get_env is not supported by dependency discovery: the environment a command will run in is not known when the graph is read`,
+		},
+		{
+			name: "a feature flag in dependencies.paths",
+			unit: "feature \"with_b\" {\n  default = true\n}\n\ndependencies {\n  paths = feature.with_b.value ? [\"../b\"] : []\n}\n",
+			err:  `a/terragrunt.hcl:6: dependencies: paths: feature.with_b.value: feature flags are not evaluated when discovering dependencies, so dependencies and the files a unit reads must not depend on them`,
+		},
+		{
+			name: "include.X.dependency.Y.config_path through an exposed include",
+			unit: "include \"common\" {\n  path   = \"../common.hcl\"\n  expose = true\n}\n\ndependencies {\n  paths = [include.common.dependency.b.config_path]\n}\n",
+			err:  `a/terragrunt.hcl:7: dependencies: paths: include.common.dependency.b.config_path: dependency discovery does not read a dependency block through an include; declare the dependency in the unit, or its path in a local of the included file`,
+		},
+		{
+			name: "get_terraform_command() in a source",
+			unit: "terraform {\n  source = \"../modules/${get_terraform_command()}\"\n}\n",
+			err:  `a/terragrunt.hcl:2: terraform source: function get_terraform_command is not supported by dependency discovery: which command (plan, apply...) will run is not known when the graph is read`,
+		},
+		{
+			name: "each in a dependency block",
+			unit: "dependency \"b\" {\n  for_each    = toset([\"../b\"])\n  config_path = each.value\n}\n",
+			err:  `a/terragrunt.hcl:3: dependency "b": config_path: each.value: Terragrunt's blocks take no for_each or count, so each is not defined`,
+		},
+		{
+			name: "count in a dependency block",
+			unit: "dependency \"b\" {\n  count       = 1\n  config_path = \"../b-${count.index}\"\n}\n",
+			err:  `a/terragrunt.hcl:3: dependency "b": config_path: count.index: Terragrunt's blocks take no for_each or count, so count is not defined`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g, err := repo{
+				"a/terragrunt.hcl": tt.unit,
+				"b/terragrunt.hcl": "",
+				"common.hcl":       "dependency \"b\" {\n  config_path = \"${get_terragrunt_dir()}/../b\"\n}\n",
+			}.scan(t)
+			require.EqualError(t, err, tt.err)
+			require.Equal(t, "b\n", listing(t, g))
+		})
+	}
+}
+
+// TestParityStricterThanTerragrunt: the three places where Gantry selects
+// more than `terragrunt find --filter '...[HEAD~1...HEAD]'`, deliberately
+// (docs/areas/infra.md, "Terragrunt differences").
+func TestParityStricterThanTerragrunt(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "stricter")
+	require.NoError(t, err)
+	require.Equal(t, "live/api\nlive/vpc\nlive/app\tafter live/vpc\n", listing(t, g), "the root terragrunt.hcl that units include is no unit")
+
+	// A change in a unit's subdirectory: Terragrunt misses it; it is the
+	// unit's, as terraform reads the whole directory.
+	require.Equal(t, []string{"live/app"}, g.Affected([]string{"live/app/files/config.yaml"}).Changed)
+	// A file read with file(): Terragrunt misses it.
+	require.Equal(t, []string{"live/api"}, g.Affected([]string{"shared/policy.json"}).Changed)
+	// The root terragrunt.hcl: Terragrunt selects only "."; Gantry every
+	// unit including it.
+	require.Equal(t, []string{"live/api", "live/vpc", "live/app"}, g.Affected([]string{"terragrunt.hcl"}).Changed)
+}

@@ -504,7 +504,7 @@ dependency "db" {
 				"b/terragrunt.hcl": ``,
 				"a/terragrunt.hcl": "dependency \"b\" {\n  config_path = \"${get_env(\"ROOT\")}/b\"\n}\n",
 			},
-			err: `a/terragrunt.hcl:2: dependency "b": config_path: function get_env is not supported by dependency discovery`,
+			err: `a/terragrunt.hcl:2: dependency "b": config_path: function get_env is not supported by dependency discovery: the environment a command will run in is not known when the graph is read`,
 		},
 		{
 			name: "unsupported function in a local of an included file, for a module source",
@@ -512,7 +512,7 @@ dependency "db" {
 				"root.hcl":         "locals {\n  modules = run_cmd(\"git\", \"rev-parse\", \"--show-toplevel\")\n}\nterraform {\n  source = \"${local.modules}//vpc\"\n}\n",
 				"a/terragrunt.hcl": "include \"root\" {\n  path = find_in_parent_folders(\"root.hcl\")\n}\n",
 			},
-			err: `root.hcl:2: local.modules: function run_cmd is not supported by dependency discovery (needed by terraform source at root.hcl:5) (evaluating for unit a)`,
+			err: `root.hcl:2: local.modules: function run_cmd is not supported by dependency discovery: the graph is read without running commands (needed by terraform source at root.hcl:5) (evaluating for unit a)`,
 		},
 		{
 			name: "dependency outputs in a path",
