@@ -261,3 +261,16 @@ func TestParityStricterThanTerragrunt(t *testing.T) {
 	// unit including it.
 	require.Equal(t, []string{"live/api", "live/vpc", "live/app"}, g.Affected([]string{"terragrunt.hcl"}).Changed)
 }
+
+// TestParityTryCatchesFailingCalls: try() takes its fallback when a call in
+// it fails, as HCL's does, here find_in_parent_folders finding no env.hcl
+// above one unit (Gantry used to refuse the whole repository).
+func TestParityTryCatchesFailingCalls(t *testing.T) {
+	t.Parallel()
+	g, err := scanFixture(t, "try-fallback")
+	require.NoError(t, err)
+	require.Equal(t, "live/shared\nlive/prod/app\tafter live/shared\nlive/sandbox/app\tafter live/shared\n", listing(t, g))
+	require.Contains(t, g.Unit("live/prod/app").Reads, "live/prod/env.hcl")
+	require.Equal(t, []string{"live/sandbox/app"}, g.Affected([]string{"live/sandbox/env.hcl"}).Changed,
+		"an env.hcl added where the search found none changes what the unit reads")
+}

@@ -520,7 +520,9 @@ func (s *scanner) collectReads(fr *frame, out *collected) {
 		}
 		p, err := fr.evalString(rc.call.Args[0])
 		if err != nil {
-			out.errs = append(out.errs, wrap(err, rc.call.NameRange, rc.fn))
+			if !rc.guarded { // inside try() or can(), Terragrunt takes the fallback
+				out.errs = append(out.errs, wrap(err, rc.call.NameRange, rc.fn))
+			}
 			continue
 		}
 		if rc.fn != "read_terragrunt_config" {
