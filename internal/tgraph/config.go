@@ -12,8 +12,9 @@ import (
 // dependencies and reads. It is immutable once built and shared between
 // goroutines; evaluation state lives in frames.
 type config struct {
-	path     string // repository-relative
-	abs      string // absolute, as functions see it
+	// path is repository-relative; a config holds no absolute path, so that
+	// Update can reuse it in a scan of another checkout.
+	path     string
 	src      []byte
 	locals   map[string]*hclsyntax.Attribute
 	includes []*includeBlock

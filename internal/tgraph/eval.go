@@ -60,7 +60,7 @@ type incFrame struct {
 }
 
 func (s *scanner) newFrame(c *config, cfg *cfgCtx, parent *frame) *frame {
-	return &frame{s: s, c: c, cfg: cfg, abs: c.abs, parent: parent}
+	return &frame{s: s, c: c, cfg: cfg, abs: s.abs(c.path), parent: parent}
 }
 
 // problem marks an unknown value that stands for an expression that could

@@ -67,6 +67,39 @@ func Scan(dir string) (*Graph, error) {
 // (what get_repo_root() and get_terragrunt_dir() answer with; tests use a
 // made-up one such as "/repo").
 func ScanFS(fsys fs.FS, root string) (*Graph, error) {
+	s := newScanner(fsys, root)
+	units, stacks, err := s.walk()
+	if err != nil {
+		return nil, fmt.Errorf("walking the checkout: %w", err)
+	}
+	if s.files[excludesFile] {
+		src, err := fs.ReadFile(s.fsys, excludesFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", excludesFile, err)
+		}
+		s.excludes = parseExcludes(src)
+		units = slices.DeleteFunc(units, func(j *unitJob) bool {
+			if s.excludes.match(j.dir) {
+				s.excluded[j.dir] = true
+				return true
+			}
+			return false
+		})
+	}
+	if len(stacks) > 0 {
+		units = s.expandStacks(units, stacks)
+		slices.SortFunc(units, func(a, b *unitJob) int { return strings.Compare(a.dir, b.dir) })
+	}
+	results := make([]*unitResult, len(units))
+	all := make([]int, len(units))
+	for i := range all {
+		all[i] = i
+	}
+	s.evalUnits(units, all, results)
+	return s.finish(units, results)
+}
+
+func newScanner(fsys fs.FS, root string) *scanner {
 	s := &scanner{
 		fsys:       fsys,
 		root:       path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
@@ -81,29 +114,12 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 		workers:    runtime.GOMAXPROCS(0),
 	}
 	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
-	units, stacks, err := s.walk()
-	if err != nil {
-		return nil, fmt.Errorf("walking the checkout: %w", err)
-	}
-	if s.files[excludesFile] {
-		src, err := fs.ReadFile(s.fsys, excludesFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", excludesFile, err)
-		}
-		ex := parseExcludes(src)
-		units = slices.DeleteFunc(units, func(j *unitJob) bool {
-			if ex.match(j.dir) {
-				s.excluded[j.dir] = true
-				return true
-			}
-			return false
-		})
-	}
-	if len(stacks) > 0 {
-		units = s.expandStacks(units, stacks)
-		slices.SortFunc(units, func(a, b *unitJob) int { return strings.Compare(a.dir, b.dir) })
-	}
-	results := s.evalUnits(units)
+	return s
+}
+
+// finish builds and orders the graph of the evaluated candidates, keeping
+// what Update needs to start from it.
+func (s *scanner) finish(units []*unitJob, results []*unitResult) (*Graph, error) {
 	g, unitErrs := s.build(units, results)
 	order, err := g.order()
 	if err != nil {
@@ -114,6 +130,7 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	for i, u := range order {
 		g.pos[u] = i
 	}
+	g.state = &scanState{s: s, units: units, results: results}
 	return g, joinErrors(unitErrs)
 }
 
@@ -164,26 +181,25 @@ func (s *scanner) walk() ([]*unitJob, []string, error) {
 	return units, stacks, err
 }
 
-// evalUnits evaluates the candidates with a pool of workers, once every
-// path of the checkout is known.
-func (s *scanner) evalUnits(units []*unitJob) []*unitResult {
-	results := make([]*unitResult, len(units))
+// evalUnits evaluates the candidates of units at the indexes which, with a
+// pool of workers, once every path of the checkout is known.
+func (s *scanner) evalUnits(units []*unitJob, which []int, results []*unitResult) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(s.workers, max(len(units), 1)) {
+	for range min(s.workers, max(len(which), 1)) {
 		wg.Go(func() {
 			tab := newFuncTable(s)
 			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(units) {
+				k := int(next.Add(1)) - 1
+				if k >= len(which) {
 					return
 				}
+				i := which[k]
 				results[i] = s.evalUnit(units[i], tab)
 			}
 		})
 	}
 	wg.Wait()
-	return results
 }
 
 // scanner holds what one scan knows about the checkout. files and dirs are
@@ -195,8 +211,10 @@ type scanner struct {
 	workers int
 	files   map[string]bool // repository-relative paths of every file
 	dirs    map[string]bool // and of every directory, "." for the root
-	// excluded are the unit directories .terragrunt-excludes leaves out.
+	// excluded are the unit directories .terragrunt-excludes leaves out,
+	// by its patterns.
 	excluded map[string]bool
+	excludes excludes
 	// jsonLines map the lines of JSON files' translations to theirs.
 	jsonLines map[string][]int
 	// stackRoots map the directories stacks generate to the source
@@ -244,17 +262,9 @@ func (s *scanner) parse(rel string, withInputs bool) (*config, []*Error) {
 		s.mu.Lock()
 		s.jsonLines[rel] = t.lines
 		s.mu.Unlock()
-		c, errs := parseConfig(rel, t.src, withInputs) // errors' lines are mapped back in build
-		if c != nil {
-			c.abs = s.abs(rel)
-		}
-		return c, errs
+		return parseConfig(rel, t.src, withInputs) // errors' lines are mapped back in build
 	}
-	c, errs := parseConfig(rel, src, withInputs)
-	if c != nil {
-		c.abs = s.abs(rel)
-	}
-	return c, errs
+	return parseConfig(rel, src, withInputs)
 }
 
 // jsonLine maps an error in a JSON file, located in its translation, to

@@ -80,7 +80,6 @@ func (s *scanner) expandStack(units []*unitJob, real, templates map[string]bool,
 	if len(errs) > 0 {
 		return fail(errs...)
 	}
-	c.abs = s.abs(f)
 	cfg := &cfgCtx{path: s.abs(path.Join(dir, stackFile)), dir: s.abs(dir), orig: s.abs(dir), funcs: tab, values: values}
 	fr := s.newFrame(c, cfg, nil)
 	for _, b := range file.Body.(*hclsyntax.Body).Blocks {

@@ -40,6 +40,7 @@ type Graph struct {
 	readers    map[string][]string // file, or directory with a trailing slash → units
 	ordered    []string
 	pos        map[string]int
+	state      *scanState // for Update
 }
 
 // Unit is a directory Terragrunt runs in.
@@ -88,7 +89,7 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 			continue
 		}
 		r := results[i]
-		u := &Unit{Path: dir, Errors: r.errs}
+		u := &Unit{Path: dir, Errors: slices.Clone(r.errs)} // results may be shared with an earlier graph (Update)
 		g.Units = append(g.Units, u)
 		g.byPath[dir] = u
 		kept = append(kept, r)
