@@ -115,8 +115,9 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 			g.dependents[d] = append(g.dependents[d], u.Path)
 		}
 		u.Reads = r.reads
+		own := dirKey(u.Path)
 		for _, f := range u.Reads {
-			if f != dirKey(u.Path) {
+			if f != own {
 				g.readers[f] = append(g.readers[f], u.Path)
 			}
 		}

@@ -63,17 +63,25 @@ func (g *Graph) UpdateFS(fsys fs.FS, root string, changed []string) (*Graph, err
 	s.excluded, s.excludes = prev.s.excluded, prev.s.excludes
 	s.parsed, s.jsonLines = maps.Clone(prev.s.parsed), maps.Clone(prev.s.jsonLines)
 	unitDirs := map[string]bool{} // directories whose unit file changed
+	var modified, addedOrDeleted []string
 	for _, f := range files {
+		existed := s.files[f]
 		delete(s.parsed, f)
 		delete(s.jsonLines, f)
 		info, err := fs.Stat(fsys, f)
 		switch {
 		case err == nil && !info.IsDir():
+			if existed {
+				modified = append(modified, f)
+			} else {
+				addedOrDeleted = append(addedOrDeleted, f)
+			}
 			s.files[f] = true
 			for d := path.Dir(f); !s.dirs[d]; d = path.Dir(d) {
 				s.dirs[d] = true
 			}
 		case err == nil || errors.Is(err, fs.ErrNotExist):
+			addedOrDeleted = append(addedOrDeleted, f)
 			delete(s.files, f)
 			for d := path.Dir(f); d != "." && s.dirs[d]; d = path.Dir(d) {
 				if _, err := fs.Stat(fsys, d); err == nil {
@@ -89,9 +97,18 @@ func (g *Graph) UpdateFS(fsys fs.FS, root string, changed []string) (*Graph, err
 		}
 	}
 
-	// What to evaluate again.
+	// What to evaluate again: the units reading a modified file as a file
+	// (a configuration, a file() target; a file merely inside a directory
+	// a unit copies changes nothing evaluated), and every unit an added or
+	// deleted file can concern (through a search, a probe, a directory
+	// that appears or goes).
 	redo := map[string]bool{}
-	for _, u := range g.Affected(files).Changed {
+	for _, f := range modified {
+		for _, u := range g.readers[f] {
+			redo[u] = true
+		}
+	}
+	for _, u := range g.Affected(addedOrDeleted).Changed {
 		redo[u] = true
 	}
 	for _, u := range g.Units {

@@ -162,13 +162,13 @@ func BenchmarkUpdateVsScan5000(b *testing.B) {
 		require.NoError(b, os.WriteFile(p, []byte(content), 0o644))
 		changed = append(changed, rel)
 	}
-	u1, u2 := units[1200].dir, units[3700].dir
+	u1, u2 := units[1210].dir, units[3710].dir
 	old, err := os.ReadFile(filepath.Join(dir, u1, unitFile))
 	require.NoError(b, err)
 	edit(path.Join(u1, unitFile), strings.Replace(string(old), "inputs = {", "inputs = {\n  size = \"large\"", 1))
 	old, err = os.ReadFile(filepath.Join(dir, u2, unitFile))
 	require.NoError(b, err)
-	edit(path.Join(u2, unitFile), string(old)+"\ndependencies {\n  paths = [\"../"+path.Base(units[3690].dir)+"\"]\n}\n")
+	edit(path.Join(u2, unitFile), string(old)+"\ndependency \"extra\" {\n  config_path = \"../"+path.Base(units[3705].dir)+"\"\n}\n")
 	edit(path.Join(path.Dir(u2), "env.hcl"), "locals {\n  environment = \"prod-2\"\n}\n")
 	edit("modules/vpc/main.tf", "resource \"terraform_data\" \"this\" {}\n")
 	edit(path.Join(path.Dir(u1), "new-unit", unitFile), "dependency \"x\" {\n  config_path = \"../"+path.Base(u1)+"\"\n}\n")
