@@ -65,6 +65,36 @@ func TestUnreadableUnit_failsOnlyItselfAndItsDependents(t *testing.T) {
 	require.Equal(t, models.RunRunning, b.WaitRun(t, run.ID, models.RunRunning).Status, "the rest of the run goes on")
 }
 
+// TestScan_updatesTheRepositorysPreviousGraph: the first run of a
+// repository reads its graph whole; the next one updates that graph with
+// what its merge changed, and collects what a whole read would.
+func TestScan_updatesTheRepositorysPreviousGraph(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	scannedIncrementally := func(run *models.Run) any {
+		entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Target: infra.RunTarget(run.ID), Event: infra.EventRunScanned})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		return entries[0].Detail["incremental"]
+	}
+	_, first := b.merge(t, b.repo.OpenPR(73, b.vpcChange("vpc-v2")))
+	b.WaitExecution(t, first.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Equal(t, false, scannedIncrementally(first))
+	require.NoError(t, b.Infra.AbortRun(b.ctx, first.ID, "user:olivia@example.com", "make way"))
+
+	// rds now depends on dns as well: the updated graph must know it.
+	p := b.repo.OpenPR(74, map[string]string{
+		infratest.RDS + "/terragrunt.hcl": "dependency \"vpc\" {\n  config_path = \"../vpc\"\n}\n\ndependency \"dns\" {\n  config_path = \"../../shared/dns\"\n}\n",
+		infratest.DNS + "/main.tf":        b.repo.Resource(infratest.DNS, "zone", `"dns-v2"`),
+	})
+	_, second := b.merge(t, p)
+	b.WaitExecution(t, second.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
+	require.Equal(t, true, scannedIncrementally(second))
+	require.Equal(t, map[string]string{infratest.DNS: models.ExecRunning, infratest.RDS: models.ExecWaiting, infratest.EC2: models.ExecWaiting},
+		b.executions(t, second.ID))
+	require.Equal(t, []string{infratest.DNS}, b.mustExecution(t, second.ID, infratest.RDS).CfgDeps, "rds waits for dns, which the update read")
+}
+
 // TestDeletedUnit: a pull request that removes a unit lists it on the run
 // and creates no execution for it.
 func TestDeletedUnit(t *testing.T) {
