@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
@@ -63,6 +64,13 @@ func TestUnreadableUnit_failsOnlyItselfAndItsDependents(t *testing.T) {
 	require.Equal(t, "Gantry cannot read this unit's configuration:\n"+why, b.logError(t, infra.ExecutionTarget(b.mustExecution(t, run.ID, infratest.RDS).ExecutionID), infra.EventExecutionFailed),
 		"the log says why too")
 	require.Equal(t, models.RunRunning, b.WaitRun(t, run.ID, models.RunRunning).Status, "the rest of the run goes on")
+
+	// With rds broken on the trunk, a pull request that does not touch it
+	// is still planned.
+	other := b.repo.OpenPR(75, map[string]string{infratest.DNS + "/main.tf": b.repo.Resource(infratest.DNS, "zone", `"dns-v2"`)})
+	res := b.Deliver(t, "pull_request", b.repo.Event(other, "opened", ""))
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
+	b.WaitStatus(t, other.Head, github.PlanContext(infratest.DNS), "success")
 }
 
 // TestScan_updatesTheRepositorysPreviousGraph: the first run of a
