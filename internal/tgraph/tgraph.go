@@ -75,11 +75,12 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 		}
 	}
 	g := &Graph{
-		byPath:     map[string]*Unit{},
+		Units:      make([]*Unit, 0, len(candidates)),
+		byPath:     make(map[string]*Unit, len(candidates)),
 		excluded:   s.excluded,
 		files:      s.files,
-		dependents: map[string][]string{},
-		readers:    map[string][]string{},
+		dependents: make(map[string][]string, len(candidates)),
+		readers:    make(map[string][]string, len(s.files)/4),
 	}
 	var errs []*Error
 	var kept []*unitResult
