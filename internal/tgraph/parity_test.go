@@ -1,11 +1,17 @@
 package tgraph
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
+	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/stretchr/testify/require"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
 
 // The fixtures under testdata/parity are small repositories, one per point
@@ -273,4 +279,39 @@ func TestParityTryCatchesFailingCalls(t *testing.T) {
 	require.Contains(t, g.Unit("live/prod/app").Reads, "live/prod/env.hcl")
 	require.Equal(t, []string{"live/sandbox/app"}, g.Affected([]string{"live/sandbox/env.hcl"}).Changed,
 		"an env.hcl added where the search found none changes what the unit reads")
+}
+
+// TestTranslateJSONMatchesHCLsJSONParser evaluates tricky strings, numbers
+// and collections both through hcl/json and through the translation to the
+// native syntax: the values must be the same.
+func TestTranslateJSONMatchesHCLsJSONParser(t *testing.T) {
+	t.Parallel()
+	ctx := &hcl.EvalContext{
+		Variables: map[string]cty.Value{"local": cty.ObjectVal(map[string]cty.Value{"env": cty.StringVal("prod")})},
+		Functions: map[string]function.Function{"upper": stdlib.UpperFunc, "format": stdlib.FormatFunc},
+	}
+	for _, v := range []any{
+		`plain`, `with "quotes" and \ backslash`, "new\nline\ttab", `${local.env}-x`, `$${literal}`, `%%{literal}`,
+		`${upper("a}b")}`, `${format("%s\"%s", "x", local.env)}`, `%{ if local.env == "prod" }p%{ else }q%{ endif }`,
+		`a $ b % c { d }`, `${upper("é")}ü`, 1.5, 42, true, nil, []any{"x", `${local.env}`}, map[string]any{"k": `v-${local.env}`, "n": 2},
+	} {
+		enc, err := json.Marshal(map[string]any{"locals": map[string]any{"a": v}})
+		require.NoError(t, err)
+		f, diags := hcljson.Parse(enc, "x.json")
+		require.False(t, diags.HasErrors(), diags.Error())
+		content, _, diags := f.Body.PartialContent(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "locals"}}})
+		require.False(t, diags.HasErrors(), diags.Error())
+		attrs, diags := content.Blocks[0].Body.JustAttributes()
+		require.False(t, diags.HasErrors(), diags.Error())
+		want, diags := attrs["a"].Expr.Value(ctx)
+		require.False(t, diags.HasErrors(), diags.Error())
+
+		tr, err := translateJSON(enc)
+		require.NoError(t, err, string(enc))
+		c, errs := parseHCL("x.hcl", tr.src)
+		require.Empty(t, errs, string(tr.src))
+		got, diags := c.locals["a"].Expr.Value(ctx)
+		require.False(t, diags.HasErrors(), diags.Error())
+		require.True(t, want.RawEquals(got) || want.Equals(got).True(), "%s: hcl/json %#v, translated %#v (%s)", enc, want, got, tr.src)
+	}
 }
