@@ -164,7 +164,7 @@ func (s *scanner) walk() ([]*unitJob, []string, error) {
 		switch d.Name() {
 		case unitFile, unitJSONFile:
 			// terragrunt.hcl, walked first, wins over terragrunt.hcl.json.
-			if n := len(units); n > 0 && units[n-1].dir == path.Dir(p) {
+			if d.Name() == unitJSONFile && s.files[path.Join(path.Dir(p), unitFile)] {
 				break
 			}
 			j := &unitJob{dir: path.Dir(p), file: p}
@@ -414,6 +414,7 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	out.reads = append(out.reads, j.stackFiles...)
 	if len(j.errs) > 0 {
 		out.errs = j.errs
+		out.reads = append(out.reads, dirKey(dir))
 		return out
 	}
 	cfg := &cfgCtx{path: s.abs(rel), dir: s.abs(dir), orig: s.abs(dir), funcs: tab, values: j.values}
