@@ -423,7 +423,7 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	s.collectReads(fr, &out.collected)
 	s.collectDeps(fr, out)
 	s.collectSource(fr, &out.collected)
-	out.searches = append(out.searches, cfg.searches...)
+	out.searches = distinct(append(out.searches, cfg.searches...))
 	out.reads = append(out.reads, dirKey(dir))
 	if len(s.stackRoots) > 0 {
 		// What a generated unit reads are the files it is a copy of.
@@ -446,6 +446,18 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	for i, e := range out.errs {
 		if slices.Contains(out.included, e.File) {
 			out.errs[i] = &Error{File: e.File, Line: e.Line, Message: e.Message + " (evaluating for unit " + dir + ")"}
+		}
+	}
+	return out
+}
+
+// distinct drops the repeated searches of a unit (a search is cached per
+// scan, so a repeated one is the same pointer); units make a handful.
+func distinct(searches []*search) []*search {
+	out := searches[:0]
+	for _, sr := range searches {
+		if !slices.Contains(out, sr) {
+			out = append(out, sr)
 		}
 	}
 	return out

@@ -139,13 +139,7 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 			u.Errors = sortErrors(u.Errors)
 			errs = append(errs, u.Errors...)
 		}
-		seen := make(map[*search]bool, len(r.searches))
-		for _, sr := range r.searches {
-			if !seen[sr] {
-				seen[sr] = true
-				u.searches = append(u.searches, sr)
-			}
-		}
+		u.searches = r.searches
 	}
 	return g, errs
 }
