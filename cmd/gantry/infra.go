@@ -56,11 +56,14 @@ root.hcl and dependencies outside DIR resolve; otherwise DIR is the root. Unit
 paths are relative to that root, as Gantry shows them (live/vpc); a dependency
 outside DIR is not listed, only named where a unit under DIR runs after it.
 
-An expression Gantry cannot evaluate, a cycle or a missing dependency anywhere in
-the repository is an error starting with the file and line, relative to the current
-directory (absolute for a file outside it); paths within the message are relative
-to the repository root. A DIR without any unit is an error too, so a wrong path
-does not pass unnoticed.
+A unit Gantry cannot read (an expression it cannot evaluate, a dependency
+directory that does not exist) is left out of the listing, and gantry exits
+non-zero after it with one error per problem of such a unit anywhere in the
+repository, starting with the file and line, relative to the current directory
+(absolute for a file outside it); paths within the message are relative to the
+repository root. Gantry fails those units (and what depends on them) in a run,
+not the whole repository. A dependency cycle lists nothing. A DIR without any
+unit is an error too, so a wrong path does not pass unnoticed.
 
   -o text   one unit per line: path, then what it runs after
   -o dot    Graphviz (gantry infra graph live -o dot | dot -Tsvg > graph.svg)
@@ -89,10 +92,13 @@ does not pass unnoticed.
 			return err
 		}
 		root := repositoryRoot(dir)
-		g, err := tgraph.Scan(root)
-		if err != nil {
+		g, scanErr := tgraph.Scan(root)
+		if scanErr != nil {
 			cwd, _ := os.Getwd() // without it, files are named by absolute paths
-			return filesFrom(err, root, cwd)
+			scanErr = filesFrom(scanErr, root, cwd)
+		}
+		if g == nil {
+			return scanErr
 		}
 		under, err := filepath.Rel(root, dir)
 		if err != nil {
@@ -106,12 +112,21 @@ does not pass unnoticed.
 		}
 		switch *output {
 		case "text":
-			return tgraph.WriteText(c.stdout, g, under)
+			err = tgraph.WriteText(c.stdout, g, under)
 		case "dot":
-			return tgraph.WriteDOT(c.stdout, g, under)
+			err = tgraph.WriteDOT(c.stdout, g, under)
 		default:
-			return c.printJSON(jsonUnits(units))
+			err = c.printJSON(jsonUnits(units))
 		}
+		if err != nil || scanErr == nil {
+			return err
+		}
+		var broken []string
+		for _, u := range g.Broken() {
+			broken = append(broken, u.Path)
+		}
+		return fmt.Errorf("%s left out, as Gantry cannot read %s:\n%w",
+			plural(len(broken), "unit", "units"), strings.Join(broken, ", "), scanErr)
 	}
 	cmd.AddCommand(graph, c.infraRuns(conn), c.infraRun(conn), c.infraExecution(conn), c.infraApprovals(conn), c.infraVote(conn))
 	return cmd
@@ -181,6 +196,9 @@ type jsonUnit struct {
 func jsonUnits(units []*tgraph.Unit) []jsonUnit {
 	out := make([]jsonUnit, 0, len(units))
 	for _, u := range units {
+		if len(u.Errors) > 0 {
+			continue // named in the error instead
+		}
 		out = append(out, jsonUnit{Path: u.Path, Dependencies: orEmpty(u.Dependencies), Reads: orEmpty(u.Reads)})
 	}
 	return out

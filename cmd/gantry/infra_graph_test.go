@@ -44,6 +44,35 @@ func TestInfraGraph(t *testing.T) {
 	require.ErrorContains(t, err, filepath.Join(broken, "app", "terragrunt.hcl")+":2: ", "a file outside the current directory is named by its absolute path")
 }
 
+// TestInfraGraphListsAllButTheBrokenUnit: one unit whose dependency names
+// a directory that does not exist is named with the reason; every other
+// unit is listed, and gantry exits non-zero.
+func TestInfraGraphListsAllButTheBrokenUnit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(dir, os.DirFS("../../internal/tgraph/testdata/parity/missing-dependency")))
+	for _, format := range []string{"text", "json", "dot"} {
+		out, _, err := gantry(t, nil, "infra", "graph", dir, "-o", format)
+		require.EqualError(t, err, "1 unit left out, as Gantry cannot read live/broken:\n"+
+			filepath.Join(dir, "live", "broken", "terragrunt.hcl")+`:2: dependency "gone": config_path ../gone is not a directory with terragrunt.hcl`)
+		switch format {
+		case "text":
+			require.Equal(t, "live/vpc\nlive/app\tafter live/vpc\nlive/downstream\tafter live/broken\n", out)
+		case "json":
+			var units []jsonUnit
+			require.NoError(t, json.Unmarshal([]byte(out), &units))
+			var paths []string
+			for _, u := range units {
+				paths = append(paths, u.Path)
+			}
+			require.Equal(t, []string{"live/app", "live/downstream", "live/vpc"}, paths)
+		case "dot":
+			require.Contains(t, out, `"live/app" -> "live/vpc";`)
+			require.NotContains(t, out, "\t\"live/broken\";", "a broken unit is no node of its own")
+		}
+	}
+}
+
 // gitLayout is a repository as its users lay it out: units under live, a
 // module they copy under modules and the configuration they all include
 // at the root.
@@ -135,9 +164,12 @@ func TestInfraGraphErrorsNameFilesToOpen(t *testing.T) {
 	t.Parallel()
 	repo := gitLayout(t)
 	writeTree(t, repo, map[string]string{"live/app/terragrunt.hcl": "dependency \"db\" {\n  config_path = \"../db\"\n}\n"})
-	_, _, err := gantry(t, nil, "infra", "graph", filepath.Join(repo, "live", "rds"))
-	require.Error(t, err, "an error anywhere in the repository fails Gantry's scan, so it fails this one")
-	file, _, ok := strings.Cut(err.Error(), ":2: ")
+	out, _, err := gantry(t, nil, "infra", "graph", filepath.Join(repo, "live", "rds"))
+	require.Error(t, err, "a broken unit anywhere in the repository is reported")
+	require.Equal(t, "live/rds\tafter live/vpc\n", out, "the units Gantry can read are listed")
+	first, rest, _ := strings.Cut(err.Error(), "\n")
+	require.Equal(t, "1 unit left out, as Gantry cannot read live/app:", first)
+	file, _, ok := strings.Cut(rest, ":2: ")
 	require.True(t, ok, err.Error())
 	require.Equal(t, filepath.Join(repo, "live", "app", "terragrunt.hcl"), file)
 	require.FileExists(t, file)

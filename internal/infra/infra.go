@@ -90,6 +90,8 @@ type Service struct {
 	// Metrics, when set, count deliveries and time commands.
 	Metrics *Metrics
 	Now     func() time.Time
+
+	graphs graphCache // the last graph scanned of each repository
 }
 
 // RoleAssumer assumes an IAM role for one command (awsenv.Provider).

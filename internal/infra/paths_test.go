@@ -268,13 +268,18 @@ func TestMalformedTerragrunt(t *testing.T) {
 	require.NoError(t, b.Infra.PlanPullRequest(b.ctx, "live", p.Number, p.Head))
 	require.Len(t, scanFailures(), 1, "the same head's failure is logged once")
 
+	// The run fails the unit that does not parse and what depends on it,
+	// each saying why, not the whole repository.
 	_, run := b.merge(t, p)
 	run = b.WaitRun(t, run.ID, models.RunFailed)
-	require.Contains(t, run.Error, infratest.RDS+"/terragrunt.hcl:2")
-	require.Empty(t, b.executions(t, run.ID))
+	require.Equal(t, "failed: "+infratest.RDS, run.Error)
+	require.Equal(t, map[string]string{infratest.RDS: models.ExecFailed, infratest.EC2: models.ExecAborted}, b.executions(t, run.ID))
+	require.Contains(t, b.mustExecution(t, run.ID, infratest.RDS).Error, infratest.RDS+"/terragrunt.hcl:2")
+	require.Contains(t, b.mustExecution(t, run.ID, infratest.EC2).Error, "depends on "+infratest.RDS)
+	require.Contains(t, b.mustExecution(t, run.ID, infratest.EC2).Error, infratest.RDS+"/terragrunt.hcl:2")
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
 	require.NoError(t, err)
-	require.Nil(t, lock, "a run that cannot scan releases the lock")
+	require.Nil(t, lock, "a run whose units all failed releases the lock")
 }
 
 // TestSynchronize_replansAndCancelsTheOlderHead.

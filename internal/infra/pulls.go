@@ -126,10 +126,23 @@ func (s *Service) changedUnits(ctx context.Context, repo *models.Repository, hea
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), dir) }()
 	g, err := tgraph.Scan(dir)
-	if err != nil {
+	if g == nil {
 		return nil, err
 	}
-	return g.Affected(changes.Paths()).Changed, nil
+	// A unit Gantry cannot read fails the pull request's scan only when
+	// the pull request changes it, not every pull request of the
+	// repository.
+	changed := g.Affected(changes.Paths()).Changed
+	var broken []error
+	for _, u := range changed {
+		for _, e := range g.Unit(u).Errors {
+			broken = append(broken, e)
+		}
+	}
+	if len(broken) > 0 {
+		return nil, errors.Join(broken...)
+	}
+	return changed, nil
 }
 
 // isConfigError reports whether err is the repository's fault (a file that

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gantryhq/gantry/internal/gitrepo"
@@ -68,7 +69,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 	if repo, err = models.RepositoryByName(ctx, s.Queue.DB(), run.Repository); err != nil {
 		return err
 	}
-	units, deleted, scanErr := s.scan(ctx, repo, run)
+	found, scanErr := s.scan(ctx, repo, run)
 	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
 		return scanErr // git or the database: River retries
 	}
@@ -81,9 +82,9 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 		run.BaseCommit = base
 		var specs []infrarun.Spec
 		if scanErr == nil {
-			specs, scanErr = infrarun.Plan(run.PRNumber, run.MergeCommit, units, engineAccounts(repo.Accounts), newRand())
+			specs, scanErr = infrarun.Plan(run.PRNumber, run.MergeCommit, found.units, engineAccounts(repo.Accounts), newRand())
 		}
-		run.DeletedUnits = nonNil(deleted)
+		run.DeletedUnits = nonNil(found.deleted)
 		if scanErr != nil {
 			run.Error = scanErr.Error()
 			return s.endRun(ctx, tx, run, false)
@@ -100,6 +101,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 				Status: models.ExecWaiting,
 			}
 		}
+		failUnreadable(xs, found.unreadable, s.now())
 		if err := models.InsertExecutions(ctx, tx, xs); err != nil {
 			return err
 		}
@@ -112,66 +114,184 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 			collected[i] = x.CfgPath
 		}
 		if err := s.log(ctx, tx, run, RunTarget(run.ID), EventRunScanned, "gantry",
-			map[string]any{"base_commit": run.BaseCommit, "units": collected, "deleted_units": run.DeletedUnits}); err != nil {
+			map[string]any{"base_commit": run.BaseCommit, "units": collected, "deleted_units": run.DeletedUnits, "incremental": found.incremental}); err != nil {
 			return err
+		}
+		for _, x := range xs {
+			var event string
+			switch x.Status {
+			case models.ExecFailed:
+				event = EventExecutionFailed
+			case models.ExecAborted:
+				event = EventExecutionAborted
+			default:
+				continue
+			}
+			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), event, "gantry", map[string]any{"cfg_path": x.CfgPath, "error": x.Error}); err != nil {
+				return err
+			}
 		}
 		return s.advance(ctx, tx, run, "gantry")
 	})
 }
 
+// failUnreadable fails the executions of the units whose configuration the
+// scan could not read (unreadable maps them to why), and aborts those that
+// depend on them, however far down, saying which unit and why: an error in
+// one unit fails that unit and its dependents, not the whole run.
+func failUnreadable(xs []*models.Execution, unreadable map[string]string, now time.Time) {
+	if len(unreadable) == 0 {
+		return
+	}
+	blocked := map[string]string{} // unit → the unreadable unit it waits for
+	for _, x := range xs {
+		if why, ok := unreadable[x.CfgPath]; ok {
+			x.Status, x.FinishedAt = models.ExecFailed, &now
+			x.Error = "Gantry cannot read this unit's configuration:\n" + why
+			blocked[x.CfgPath] = x.CfgPath
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, x := range xs {
+			if _, done := blocked[x.CfgPath]; done {
+				continue
+			}
+			for _, d := range x.CfgDeps {
+				if root, ok := blocked[d]; ok {
+					x.Status, x.FinishedAt = models.ExecAborted, &now
+					x.Error = fmt.Sprintf("aborted: it depends on %s, whose configuration Gantry cannot read:\n%s", root, unreadable[root])
+					blocked[x.CfgPath], changed = root, true
+					break
+				}
+			}
+		}
+	}
+}
+
 // errScan marks a scan failure that is the repository's, not Gantry's.
 var errScan = errors.New("scan")
 
-// scan collects the run's units at the merge commit, with their
-// dependencies, and the units the merge deleted.
-func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (units []infrarun.Unit, deleted []string, err error) {
+// scanned is what the scan of a run collected.
+type scanned struct {
+	units   []infrarun.Unit // with their dependencies among the collected
+	deleted []string        // units the merge deleted
+	// unreadable are the collected units whose configuration cannot be
+	// read, with why: they fail, not the whole run.
+	unreadable map[string]string
+	// incremental is set when the graph was updated from the previous
+	// scan of the repository rather than read whole.
+	incremental bool
+}
+
+// scan collects the run's units at the merge commit.
+func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (scanned, error) {
+	var out scanned
 	mirror, err := s.Git.Fetch(ctx, repo.URL, run.MergeCommit)
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	base, err := s.baseOf(ctx, mirror, run)
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	run.BaseCommit = base
 	ws, err := s.workspace(fmt.Sprintf("scan-%d", run.ID))
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	defer os.RemoveAll(ws)
 	dir := checkoutDir(ws)
 	if err := mirror.Checkout(ctx, run.MergeCommit, dir); err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), dir) }()
-	g, err := tgraph.Scan(dir)
-	if err != nil {
-		return nil, nil, err
+	g, incremental, err := s.graphs.scan(ctx, mirror, repo.Name, run.MergeCommit, dir)
+	if g == nil {
+		return out, err
 	}
+	out.incremental = incremental
 	var paths []string
 	if run.Scan == "plan" {
 		if paths, err = s.planAll(ctx, repo, run, dir, g); err != nil {
-			return nil, nil, err
+			return out, err
 		}
 	} else {
 		changes, err := mirror.ChangedFiles(ctx, base, run.MergeCommit)
 		if err != nil {
-			return nil, nil, err
+			return out, err
 		}
 		aff := g.Affected(changes.Paths())
-		paths, deleted = aff.Selected, aff.Deleted
+		paths, out.deleted = aff.Selected, aff.Deleted
 	}
 	collected := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		collected[p] = true
+		if errs := g.Unit(p).Errors; len(errs) > 0 {
+			if out.unreadable == nil {
+				out.unreadable = map[string]string{}
+			}
+			out.unreadable[p] = errorLines(errs)
+		}
 	}
 	for _, p := range paths {
 		// A unit waits for the collected units it depends on, also through
 		// units the scan left out (a plan scan collects only units with
 		// changes), so the run keeps the repository's order.
-		units = append(units, infrarun.Unit{Path: p, Deps: g.DependenciesWithin(p, collected)})
+		out.units = append(out.units, infrarun.Unit{Path: p, Deps: g.DependenciesWithin(p, collected)})
 	}
-	return units, deleted, nil
+	return out, nil
+}
+
+// graphCache keeps the graph of each repository's last scanned commit, so
+// that the next run's scan parses only the files its merge changed and
+// evaluates again only the units they concern (tgraph's Update), rather
+// than the whole repository. It is per process: a scan on another worker,
+// or after a restart, reads the repository whole.
+type graphCache struct {
+	mu     sync.Mutex
+	graphs map[string]scannedGraph // by repository
+}
+
+type scannedGraph struct {
+	commit string
+	graph  *tgraph.Graph
+}
+
+// scan reads the graph of dir, the checkout of commit, updating the
+// repository's previous graph when there is one; incremental says so. As
+// tgraph.Scan, it may return a graph with broken units and an error.
+func (c *graphCache) scan(ctx context.Context, mirror *gitrepo.Mirror, repo, commit, dir string) (g *tgraph.Graph, incremental bool, err error) {
+	c.mu.Lock()
+	prev, ok := c.graphs[repo]
+	c.mu.Unlock()
+	if ok {
+		changes, derr := mirror.ChangedFiles(ctx, prev.commit, commit)
+		if incremental = derr == nil; incremental {
+			g, err = prev.graph.Update(dir, changes.Paths())
+		}
+	}
+	if !incremental {
+		g, err = tgraph.Scan(dir)
+	}
+	if g != nil {
+		c.mu.Lock()
+		if c.graphs == nil {
+			c.graphs = map[string]scannedGraph{}
+		}
+		c.graphs[repo] = scannedGraph{commit: commit, graph: g}
+		c.mu.Unlock()
+	}
+	return g, incremental, err
+}
+
+// errorLines is a broken unit's errors, one a line.
+func errorLines(errs []*tgraph.Error) string {
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
 }
 
 // baseOf is what the merge is compared with: for a merge commit its first
@@ -208,6 +328,10 @@ func (s *Service) planAll(ctx context.Context, repo *models.Repository, run *mod
 	deadline := time.Now().Add(s.commandTimeout())
 	var changed []string
 	for _, p := range order {
+		if len(g.Unit(p).Errors) > 0 {
+			changed = append(changed, p) // collected to fail, as the graph scan does
+			continue
+		}
 		var role string
 		if acc := accountFor(repo.Accounts, p); acc != nil {
 			role = acc.PlanRole

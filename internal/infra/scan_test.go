@@ -10,6 +10,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
@@ -39,6 +41,66 @@ func TestPlanScan(t *testing.T) {
 		"rds and dns plan without changes at the merge commit")
 	require.Equal(t, []string{infratest.VPC}, b.mustExecution(t, run.ID, infratest.EC2).CfgDeps, "ec2 waits for vpc through rds")
 	require.Equal(t, "plan", run.Scan)
+}
+
+// TestUnreadableUnit_failsOnlyItselfAndItsDependents: a merge that makes
+// one unit's dependency name a directory that does not exist fails that
+// unit and aborts its dependents, each with the reason on its page, while
+// the rest of the merge goes on.
+func TestUnreadableUnit_failsOnlyItselfAndItsDependents(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	change := b.vpcChange("vpc-v2")
+	change[infratest.RDS+"/terragrunt.hcl"] = "dependency \"vpc\" {\n  config_path = \"../vpc\"\n}\n\ndependency \"gone\" {\n  config_path = \"../gone\"\n}\n"
+	p := b.repo.OpenPR(72, change)
+	_, run := b.merge(t, p)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Equal(t, map[string]string{infratest.VPC: models.ExecRunning, infratest.RDS: models.ExecFailed, infratest.EC2: models.ExecAborted},
+		b.executions(t, run.ID))
+	why := infratest.RDS + `/terragrunt.hcl:6: dependency "gone": config_path ../gone is not a directory with terragrunt.hcl`
+	require.Equal(t, "Gantry cannot read this unit's configuration:\n"+why, b.mustExecution(t, run.ID, infratest.RDS).Error)
+	require.Equal(t, "aborted: it depends on "+infratest.RDS+", whose configuration Gantry cannot read:\n"+why,
+		b.mustExecution(t, run.ID, infratest.EC2).Error)
+	require.Equal(t, "Gantry cannot read this unit's configuration:\n"+why, b.logError(t, infra.ExecutionTarget(b.mustExecution(t, run.ID, infratest.RDS).ExecutionID), infra.EventExecutionFailed),
+		"the log says why too")
+	require.Equal(t, models.RunRunning, b.WaitRun(t, run.ID, models.RunRunning).Status, "the rest of the run goes on")
+
+	// With rds broken on the trunk, a pull request that does not touch it
+	// is still planned.
+	other := b.repo.OpenPR(75, map[string]string{infratest.DNS + "/main.tf": b.repo.Resource(infratest.DNS, "zone", `"dns-v2"`)})
+	res := b.Deliver(t, "pull_request", b.repo.Event(other, "opened", ""))
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
+	b.WaitStatus(t, other.Head, github.PlanContext(infratest.DNS), "success")
+}
+
+// TestScan_updatesTheRepositorysPreviousGraph: the first run of a
+// repository reads its graph whole; the next one updates that graph with
+// what its merge changed, and collects what a whole read would.
+func TestScan_updatesTheRepositorysPreviousGraph(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	scannedIncrementally := func(run *models.Run) any {
+		entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Target: infra.RunTarget(run.ID), Event: infra.EventRunScanned})
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		return entries[0].Detail["incremental"]
+	}
+	_, first := b.merge(t, b.repo.OpenPR(73, b.vpcChange("vpc-v2")))
+	b.WaitExecution(t, first.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Equal(t, false, scannedIncrementally(first))
+	require.NoError(t, b.Infra.AbortRun(b.ctx, first.ID, "user:olivia@example.com", "make way"))
+
+	// rds now depends on dns as well: the updated graph must know it.
+	p := b.repo.OpenPR(74, map[string]string{
+		infratest.RDS + "/terragrunt.hcl": "dependency \"vpc\" {\n  config_path = \"../vpc\"\n}\n\ndependency \"dns\" {\n  config_path = \"../../shared/dns\"\n}\n",
+		infratest.DNS + "/main.tf":        b.repo.Resource(infratest.DNS, "zone", `"dns-v2"`),
+	})
+	_, second := b.merge(t, p)
+	b.WaitExecution(t, second.ID, infratest.DNS, models.ExecRunning, models.StepVoting)
+	require.Equal(t, true, scannedIncrementally(second))
+	require.Equal(t, map[string]string{infratest.DNS: models.ExecRunning, infratest.RDS: models.ExecWaiting, infratest.EC2: models.ExecWaiting},
+		b.executions(t, second.ID))
+	require.Equal(t, []string{infratest.DNS}, b.mustExecution(t, second.ID, infratest.RDS).CfgDeps, "rds waits for dns, which the update read")
 }
 
 // TestDeletedUnit: a pull request that removes a unit lists it on the run

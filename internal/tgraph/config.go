@@ -12,8 +12,9 @@ import (
 // dependencies and reads. It is immutable once built and shared between
 // goroutines; evaluation state lives in frames.
 type config struct {
-	path     string // repository-relative
-	abs      string // absolute, as functions see it
+	// path is repository-relative; a config holds no absolute path, so that
+	// Update can reuse it in a scan of another checkout.
+	path     string
 	src      []byte
 	locals   map[string]*hclsyntax.Attribute
 	includes []*includeBlock
@@ -52,7 +53,16 @@ type readCall struct {
 	// guarded is set inside try() or can(), where a missing file is not an
 	// error.
 	guarded bool
+	// loop is the outermost for expression around a call whose path uses
+	// the variables of a for expression (file(f) in [for f in ...]): the
+	// path has no value of its own, so the loop is evaluated instead,
+	// noting each path the call is given.
+	loop *hclsyntax.ForExpr
 }
+
+// loopReadFuncs are the reading functions whose calls inside a for
+// expression are followed through the loop's evaluation.
+var loopReadFuncs = map[string]bool{"file": true, "fileexists": true, "mark_as_read": true}
 
 // readFuncs are the functions whose first argument names a file the
 // configuration reads.
@@ -223,36 +233,63 @@ func (ix *indexer) block(typ string, labels []string, labelRngs []hcl.Range, att
 }
 
 // noteCall records a function call of the file that reads a file or
-// depends on the unit. guarded is set inside try() or can().
-func (c *config) noteCall(call *hclsyntax.FunctionCallExpr, guarded bool) {
+// depends on the unit. guarded is set inside try() or can(); fors are the
+// for expressions around the call, outermost first.
+func (c *config) noteCall(call *hclsyntax.FunctionCallExpr, guarded bool, fors []*hclsyntax.ForExpr) {
 	switch {
 	case call.Name == "get_original_terragrunt_dir":
 		c.usesOrig = true
 	case readFuncs[call.Name]:
-		c.reads = append(c.reads, readCall{fn: call.Name, call: call, guarded: guarded})
+		rc := readCall{fn: call.Name, call: call, guarded: guarded}
+		if loopReadFuncs[call.Name] && len(call.Args) > 0 && usesLoopVariable(call.Args[0], fors) {
+			rc.loop = fors[0]
+		}
+		c.reads = append(c.reads, rc)
 	}
 }
 
+// usesLoopVariable reports whether expr refers to a variable one of fors
+// declares.
+func usesLoopVariable(expr hclsyntax.Expression, fors []*hclsyntax.ForExpr) bool {
+	for _, t := range expr.Variables() {
+		for _, f := range fors {
+			if name := t.RootName(); name == f.KeyVar || name == f.ValVar {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // callWalker notes the calls in a tree hclsyntax built, tracking whether a
-// call sits inside try() or can().
+// call sits inside try() or can(), and inside which for expressions.
 type callWalker struct {
 	c      *config
 	guards int
+	fors   []*hclsyntax.ForExpr
 }
 
 func (w *callWalker) Enter(n hclsyntax.Node) hcl.Diagnostics {
-	if call, ok := n.(*hclsyntax.FunctionCallExpr); ok {
-		w.c.noteCall(call, w.guards > 0)
-		if call.Name == "try" || call.Name == "can" {
+	switch n := n.(type) {
+	case *hclsyntax.FunctionCallExpr:
+		w.c.noteCall(n, w.guards > 0, w.fors)
+		if n.Name == "try" || n.Name == "can" {
 			w.guards++
 		}
+	case *hclsyntax.ForExpr:
+		w.fors = append(w.fors, n)
 	}
 	return nil
 }
 
 func (w *callWalker) Exit(n hclsyntax.Node) hcl.Diagnostics {
-	if call, ok := n.(*hclsyntax.FunctionCallExpr); ok && (call.Name == "try" || call.Name == "can") {
-		w.guards--
+	switch n := n.(type) {
+	case *hclsyntax.FunctionCallExpr:
+		if n.Name == "try" || n.Name == "can" {
+			w.guards--
+		}
+	case *hclsyntax.ForExpr:
+		w.fors = w.fors[:len(w.fors)-1]
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ func diagError(diags hcl.Diagnostics) *Error {
 		msg := d.Summary
 		if x, ok := d.Extra.(hclsyntax.FunctionCallUnknownDiagExtra); ok {
 			msg = "function " + x.CalledFunctionName() + " is not supported by dependency discovery"
+			if why := unsupportedWhy[x.CalledFunctionName()]; why != "" {
+				msg += ": " + why
+			}
 			d.Detail = ""
 		}
 		switch {
@@ -62,6 +65,22 @@ func diagError(diags hcl.Diagnostics) *Error {
 	return nil
 }
 
+// sortErrors sorts errs by file, line and message and drops duplicates.
+func sortErrors(errs []*Error) []*Error {
+	slices.SortFunc(errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Message, b.Message))
+	})
+	return slices.CompactFunc(errs, func(a, b *Error) bool { return *a == *b })
+}
+
+// unsupportedWhy says why some functions cannot be evaluated when the graph
+// is read.
+var unsupportedWhy = map[string]string{
+	"get_env":               "the environment a command will run in is not known when the graph is read",
+	"get_terraform_command": "which command (plan, apply...) will run is not known when the graph is read",
+	"run_cmd":               "the graph is read without running commands",
+}
+
 // maxReported bounds how many errors a failed scan lists; the rest are
 // counted.
 const maxReported = 20
@@ -72,10 +91,7 @@ func joinErrors(errs []*Error) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	slices.SortFunc(errs, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Message, b.Message))
-	})
-	errs = slices.CompactFunc(errs, func(a, b *Error) bool { return *a == *b })
+	errs = sortErrors(errs)
 	if len(errs) == 1 {
 		return errs[0]
 	}

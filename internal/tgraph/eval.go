@@ -32,6 +32,9 @@ type cfgCtx struct {
 	searches []*search
 	// funcs are the goroutine's context functions.
 	funcs *funcTable
+	// values is the values variable of a unit (or stack) a stack
+	// generates; cty.NilVal elsewhere.
+	values cty.Value
 }
 
 // frame evaluates one file within a cfgCtx. Locals are per file and
@@ -57,7 +60,7 @@ type incFrame struct {
 }
 
 func (s *scanner) newFrame(c *config, cfg *cfgCtx, parent *frame) *frame {
-	return &frame{s: s, c: c, cfg: cfg, abs: c.abs, parent: parent}
+	return &frame{s: s, c: c, cfg: cfg, abs: s.abs(c.path), parent: parent}
 }
 
 // problem marks an unknown value that stands for an expression that could
@@ -276,6 +279,7 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 		incNeeds   map[*incFrame]*incNeed
 		bare       bool
 		depRange   *hcl.Range
+		valuesUsed bool
 	)
 	for _, t := range trs {
 		switch t.RootName() {
@@ -306,6 +310,18 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 				r := t.SourceRange()
 				depRange = &r
 			}
+		case "feature":
+			r := t.SourceRange()
+			return nil, errorAt(r, "%s: feature flags are not evaluated when discovering dependencies, so dependencies and the files a unit reads must not depend on them", fr.text(r))
+		case "each", "count":
+			r := t.SourceRange()
+			return nil, errorAt(r, "%s: Terragrunt's blocks take no for_each or count, so %s is not defined", fr.text(r), t.RootName())
+		case "values":
+			if fr.cfg.values == cty.NilVal {
+				r := t.SourceRange()
+				return nil, errorAt(r, "%s: values are set only in units a %s generates", fr.text(r), stackFile)
+			}
+			valuesUsed = true
 		}
 	}
 	vars := map[string]cty.Value{}
@@ -336,6 +352,9 @@ func (fr *frame) variables(expr hclsyntax.Expression) (map[string]cty.Value, *Er
 			}
 			vars["include"] = cty.ObjectVal(m)
 		}
+	}
+	if valuesUsed {
+		vars["values"] = fr.cfg.values
 	}
 	if depRange != nil {
 		vars["dependency"] = failed(errorAt(*depRange,
@@ -449,6 +468,8 @@ func (fr *frame) includeNeed(t hcl.Traversal) (*incFrame, *incNeed, bool, *Error
 	}
 	need := &incNeed{}
 	switch part, _ := step(t, rest); part {
+	case "dependency":
+		return nil, nil, false, errorAt(rng, "%s: dependency discovery does not read a dependency block through an include; declare the dependency in the unit, or its path in a local of the included file", fr.text(rng))
 	case "locals":
 		if l, ok := step(t, rest+1); ok {
 			need.locals = []string{l}

@@ -579,7 +579,7 @@ func (p *fastParser) call(nameB []byte, nameRng hcl.Range) hclsyntax.Expression 
 		return nil
 	}
 	call := &hclsyntax.FunctionCallExpr{Name: string(nameB), Args: args, NameRange: nameRng, OpenParenRange: openRng, CloseParenRange: p.rng(closeStart)}
-	p.c.noteCall(call, p.guards > 0)
+	p.c.noteCall(call, p.guards > 0, nil) // the fast path gives up on for expressions
 	return call
 }
 

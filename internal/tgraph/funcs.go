@@ -2,7 +2,6 @@ package tgraph
 
 import (
 	"fmt"
-	"io/fs"
 	"path"
 	"strings"
 
@@ -166,14 +165,20 @@ var stringFuncs = map[string]stringFunc{
 		}
 		return dir, nil
 	}},
-	"abspath":      {1, 1, func(fr *frame, args []string) (string, error) { return resolve(fr.cfg.dir, args[0]), nil }},
-	"mark_as_read": {1, 1, func(fr *frame, args []string) (string, error) { return resolve(fr.cfg.dir, args[0]), nil }},
+	"abspath": {1, 1, func(fr *frame, args []string) (string, error) { return resolve(fr.cfg.dir, args[0]), nil }},
+	"mark_as_read": {1, 1, func(fr *frame, args []string) (string, error) {
+		abs := resolve(fr.cfg.dir, args[0])
+		fr.cfg.funcs.noteRead("mark_as_read", abs)
+		return abs, nil
+	}},
 	"file": {1, 1, func(fr *frame, args []string) (string, error) {
-		rel, ok := fr.s.rel(resolve(fr.cfg.dir, args[0]))
+		abs := resolve(fr.cfg.dir, args[0])
+		fr.cfg.funcs.noteRead("file", abs)
+		rel, ok := fr.s.rel(abs)
 		if !ok {
 			return "", fmt.Errorf("file(%q) is outside the repository", args[0])
 		}
-		b, err := fs.ReadFile(fr.s.fsys, rel)
+		b, err := fr.s.readFile(rel)
 		if err != nil {
 			return "", fmt.Errorf("file(%q): %w", args[0], err)
 		}
@@ -189,6 +194,15 @@ var stringFuncs = map[string]stringFunc{
 type funcTable struct {
 	cur *frame
 	ctx *hcl.EvalContext
+	// record, when set, is told the absolute path each reading function
+	// is called with (see collectLoopReads).
+	record func(fn, abs string)
+}
+
+func (t *funcTable) noteRead(fn, abs string) {
+	if t.record != nil {
+		t.record(fn, abs)
+	}
 }
 
 func newFuncTable(s *scanner) *funcTable {
@@ -201,7 +215,9 @@ func newFuncTable(s *scanner) *funcTable {
 		Params: []function.Parameter{{Name: "path", Type: cty.String}},
 		Type:   function.StaticReturnType(cty.Bool),
 		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			rel, ok := s.rel(resolve(t.cur.cfg.dir, args[0].AsString()))
+			abs := resolve(t.cur.cfg.dir, args[0].AsString())
+			t.noteRead("fileexists", abs)
+			rel, ok := s.rel(abs)
 			return cty.BoolVal(ok && s.files[rel]), nil
 		},
 	})

@@ -7,11 +7,16 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/stretchr/testify/require"
 )
 
@@ -368,6 +373,95 @@ func BenchmarkScanVsRead5000(b *testing.B) {
 	b.ReportMetric(float64(read.Milliseconds())/float64(b.N), "read-ms/op")
 	b.ReportMetric(float64(scan.Milliseconds())/float64(b.N), "scan-ms/op")
 	b.ReportMetric(float64(scan)/float64(read), "scan/read")
+}
+
+// parseFloor is the CPU-bound floor of a scan: walk the checkout as Scan
+// does and parse every .hcl file in it with hclsyntax alone (no
+// evaluation, no graph), with as many workers as Scan uses. It returns how
+// many files it parsed.
+func parseFloor(fsys fs.FS) (int, error) {
+	paths := make(chan string, 64)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for p := range paths {
+				src, err := fs.ReadFile(fsys, p)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				if _, diags := hclsyntax.ParseConfig(src, p, hcl.InitialPos); diags.HasErrors() {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	n := 0
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != "." && skipDirs[d.Name()] {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".hcl") {
+			n++
+			paths <- p
+		}
+		return nil
+	})
+	close(paths)
+	wg.Wait()
+	if err == nil && failed.Load() > 0 {
+		err = fmt.Errorf("%d files did not parse", failed.Load())
+	}
+	return n, err
+}
+
+func BenchmarkParseFloor5000(b *testing.B) {
+	dir := b.TempDir()
+	generateRepo(dir, 5000)
+	fsys := os.DirFS(dir)
+	var files int
+	for b.Loop() {
+		var err error
+		if files, err = parseFloor(fsys); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(files), "files")
+}
+
+// BenchmarkScanVsFloor5000 alternates a whole scan with the parse floor
+// within each iteration, as BenchmarkScanVsRead5000 does with reading, and
+// reports the ratio: the aim is a scan within 1.5× the floor.
+func BenchmarkScanVsFloor5000(b *testing.B) {
+	dir := b.TempDir()
+	units := generateRepo(dir, 5000)
+	changed := []string{"modules/vpc/main.tf", path.Join(units[2500].dir, unitFile)}
+	fsys := os.DirFS(dir)
+	var floor, scan time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := parseFloor(fsys); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		g, err := Scan(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.Affected(changed)
+		floor += t1.Sub(t0)
+		scan += time.Since(t1)
+	}
+	b.ReportMetric(float64(floor.Milliseconds())/float64(b.N), "floor-ms/op")
+	b.ReportMetric(float64(scan.Milliseconds())/float64(b.N), "scan-ms/op")
+	b.ReportMetric(float64(scan)/float64(floor), "scan/floor")
 }
 
 // BenchmarkParseUnit compares the fast parser with hclsyntax on one

@@ -8,7 +8,8 @@ import (
 
 // WriteText lists the units at or below dir ("." for all of them) in
 // dependency order, one a line; a unit with dependencies is followed by a
-// tab, "after" and the dependencies, wherever they are:
+// tab, "after" and the dependencies, wherever they are. Broken units (see
+// Unit.Errors) are left out; a unit depending on one still names it:
 //
 //	live/prod/vpc
 //	live/prod/app	after live/prod/db, live/prod/vpc
@@ -20,7 +21,7 @@ func WriteText(w io.Writer, g *Graph, dir string) error {
 	dir = cleanDir(dir)
 	bw := bufio.NewWriter(w)
 	for _, p := range order {
-		if !within(p, dir) {
+		if !within(p, dir) || len(g.byPath[p].Errors) > 0 {
 			continue
 		}
 		bw.WriteString(p)
@@ -36,9 +37,15 @@ func WriteText(w io.Writer, g *Graph, dir string) error {
 // WriteDOT writes the units at or below dir ("." for all of them) for
 // Graphviz. An edge points from a unit to a unit it depends on, as
 // terragrunt dag graph draws it; a dependency outside dir is a node only
-// through its edges.
+// through its edges. Broken units are left out, as in WriteText.
 func WriteDOT(w io.Writer, g *Graph, dir string) error {
-	_, err := io.WriteString(w, g.dot(g.UnitsUnder(dir)))
+	var units []*Unit
+	for _, u := range g.UnitsUnder(dir) {
+		if len(u.Errors) == 0 {
+			units = append(units, u)
+		}
+	}
+	_, err := io.WriteString(w, g.dot(units))
 	return err
 }
 

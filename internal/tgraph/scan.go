@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -24,10 +25,29 @@ var skipDirs = map[string]bool{
 	"node_modules":      true,
 }
 
-// unitFile names the file that makes a directory a unit.
+// unitFile names the file that makes a directory a unit (or unitJSONFile).
 const unitFile = "terragrunt.hcl"
 
+// unitFileIn is the configuration file of the unit at dir, terragrunt.hcl
+// before terragrunt.hcl.json as Terragrunt looks, or "".
+func (s *scanner) unitFileIn(dir string) string {
+	for _, name := range []string{unitFile, unitJSONFile} {
+		if f := path.Join(dir, name); s.files[f] {
+			return f
+		}
+	}
+	return ""
+}
+
+func isUnitFile(name string) bool { return name == unitFile || name == unitJSONFile }
+
 // Scan discovers the units of the checkout at dir. It only reads files.
+//
+// A unit whose configuration cannot be evaluated does not stop the scan:
+// Scan returns the graph, with that unit's Errors set, together with an
+// error listing every broken unit's problems (errors.As finds the first
+// *Error). Only a checkout that cannot be read or a dependency cycle
+// returns no graph.
 func Scan(dir string) (*Graph, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -47,26 +67,60 @@ func Scan(dir string) (*Graph, error) {
 // (what get_repo_root() and get_terragrunt_dir() answer with; tests use a
 // made-up one such as "/repo").
 func ScanFS(fsys fs.FS, root string) (*Graph, error) {
-	s := &scanner{
-		fsys:    fsys,
-		root:    path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
-		finds:   map[searchKey]*search{},
-		files:   map[string]bool{},
-		dirs:    map[string]bool{},
-		parsed:  map[string]*parsedConfig{},
-		targets: map[string]*readTarget{},
-		workers: runtime.GOMAXPROCS(0),
-	}
-	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
-	units, errs, err := s.walk()
+	s := newScanner(fsys, root)
+	units, stacks, err := s.walk()
 	if err != nil {
 		return nil, fmt.Errorf("walking the checkout: %w", err)
 	}
-	results := s.evalUnits(units)
-	g, buildErrs := s.build(units, results)
-	if err := joinErrors(append(errs, buildErrs...)); err != nil {
-		return nil, err
+	if s.files[excludesFile] {
+		src, err := fs.ReadFile(s.fsys, excludesFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", excludesFile, err)
+		}
+		s.excludes = parseExcludes(src)
+		units = slices.DeleteFunc(units, func(j *unitJob) bool {
+			if s.excludes.match(j.dir) {
+				s.excluded[j.dir] = true
+				return true
+			}
+			return false
+		})
 	}
+	if len(stacks) > 0 {
+		units = s.expandStacks(units, stacks)
+		slices.SortFunc(units, func(a, b *unitJob) int { return strings.Compare(a.dir, b.dir) })
+	}
+	results := make([]*unitResult, len(units))
+	all := make([]int, len(units))
+	for i := range all {
+		all[i] = i
+	}
+	s.evalUnits(units, all, results)
+	return s.finish(units, results)
+}
+
+func newScanner(fsys fs.FS, root string) *scanner {
+	s := &scanner{
+		fsys:       fsys,
+		root:       path.Clean("/" + strings.TrimPrefix(filepath.ToSlash(root), "/")),
+		finds:      map[searchKey]*search{},
+		files:      map[string]bool{},
+		dirs:       map[string]bool{},
+		parsed:     map[string]*parsedConfig{},
+		targets:    map[string]*readTarget{},
+		excluded:   map[string]bool{},
+		jsonLines:  map[string][]int{},
+		stackRoots: map[string]string{},
+		workers:    runtime.GOMAXPROCS(0),
+	}
+	s.prefix = strings.TrimSuffix(s.root, "/") + "/"
+	return s
+}
+
+// finish builds and orders the graph of the evaluated candidates, keeping
+// what Update needs to start from it.
+func (s *scanner) finish(units []*unitJob, results []*unitResult) (*Graph, error) {
+	g, unitErrs := s.build(units, results)
 	order, err := g.order()
 	if err != nil {
 		return nil, err
@@ -76,21 +130,22 @@ func ScanFS(fsys fs.FS, root string) (*Graph, error) {
 	for i, u := range order {
 		g.pos[u] = i
 	}
-	return g, nil
+	g.state = &scanState{s: s, units: units, results: results}
+	return g, joinErrors(unitErrs)
 }
 
-// walk lists the checkout and finds the candidate units, sorted by path.
-// Their terragrunt.hcl files are read and parsed by a pool of workers while
-// the walk goes on.
-func (s *scanner) walk() ([]*unitJob, []*Error, error) {
+// walk lists the checkout and finds the candidate units, sorted by path,
+// and the stack files. The units' configurations are read and parsed by a
+// pool of workers while the walk goes on.
+func (s *scanner) walk() ([]*unitJob, []string, error) {
 	var units []*unitJob
-	var errs []*Error
+	var stacks []string
 	jobs := make(chan *unitJob, 64)
 	var wg sync.WaitGroup
 	for range s.workers {
 		wg.Go(func() {
 			for j := range jobs {
-				j.c, j.errs = s.parse(path.Join(j.dir, unitFile), false)
+				j.c, j.errs = s.parse(j.file, false)
 			}
 		})
 	}
@@ -107,41 +162,44 @@ func (s *scanner) walk() ([]*unitJob, []*Error, error) {
 		}
 		s.files[p] = true
 		switch d.Name() {
-		case unitFile:
-			j := &unitJob{dir: path.Dir(p)}
+		case unitFile, unitJSONFile:
+			// terragrunt.hcl, walked first, wins over terragrunt.hcl.json.
+			if d.Name() == unitJSONFile && s.files[path.Join(path.Dir(p), unitFile)] {
+				break
+			}
+			j := &unitJob{dir: path.Dir(p), file: p}
 			units = append(units, j)
 			jobs <- j
-		case "terragrunt.hcl.json", "terragrunt.stack.hcl":
-			errs = append(errs, &Error{File: p, Message: d.Name() + " files are not supported by dependency discovery"})
+		case stackFile:
+			stacks = append(stacks, p)
 		}
 		return nil
 	})
 	close(jobs)
 	wg.Wait()
 	slices.SortFunc(units, func(a, b *unitJob) int { return strings.Compare(a.dir, b.dir) })
-	return units, errs, err
+	return units, stacks, err
 }
 
-// evalUnits evaluates the candidates with a pool of workers, once every
-// path of the checkout is known.
-func (s *scanner) evalUnits(units []*unitJob) []*unitResult {
-	results := make([]*unitResult, len(units))
+// evalUnits evaluates the candidates of units at the indexes which, with a
+// pool of workers, once every path of the checkout is known.
+func (s *scanner) evalUnits(units []*unitJob, which []int, results []*unitResult) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(s.workers, max(len(units), 1)) {
+	for range min(s.workers, max(len(which), 1)) {
 		wg.Go(func() {
 			tab := newFuncTable(s)
 			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(units) {
+				k := int(next.Add(1)) - 1
+				if k >= len(which) {
 					return
 				}
+				i := which[k]
 				results[i] = s.evalUnit(units[i], tab)
 			}
 		})
 	}
 	wg.Wait()
-	return results
 }
 
 // scanner holds what one scan knows about the checkout. files and dirs are
@@ -153,6 +211,15 @@ type scanner struct {
 	workers int
 	files   map[string]bool // repository-relative paths of every file
 	dirs    map[string]bool // and of every directory, "." for the root
+	// excluded are the unit directories .terragrunt-excludes leaves out,
+	// by its patterns.
+	excluded map[string]bool
+	excludes excludes
+	// jsonLines map the lines of JSON files' translations to theirs.
+	jsonLines map[string][]int
+	// stackRoots map the directories stacks generate to the source
+	// directories they copy; written before evaluation starts.
+	stackRoots map[string]string
 
 	mu      sync.Mutex
 	parsed  map[string]*parsedConfig
@@ -180,16 +247,35 @@ func (s *scanner) config(rel string) (*config, []*Error) {
 }
 
 // parse reads and parses the file at rel; withInputs keeps its inputs.
+// A .json file is read in HCL's JSON syntax.
 func (s *scanner) parse(rel string, withInputs bool) (*config, []*Error) {
-	src, err := fs.ReadFile(s.fsys, rel)
+	src, err := s.readFile(rel)
 	if err != nil {
 		return nil, []*Error{{File: rel, Message: err.Error()}}
 	}
-	c, errs := parseConfig(rel, src, withInputs)
-	if c != nil {
-		c.abs = s.abs(rel)
+	if strings.HasSuffix(rel, ".json") {
+		t, err := translateJSON(src)
+		if err != nil {
+			e := err.(*Error)
+			return nil, []*Error{{File: rel, Line: e.Line, Message: e.Message}}
+		}
+		s.mu.Lock()
+		s.jsonLines[rel] = t.lines
+		s.mu.Unlock()
+		return parseConfig(rel, t.src, withInputs) // errors' lines are mapped back in build
 	}
-	return c, errs
+	return parseConfig(rel, src, withInputs)
+}
+
+// jsonLine maps an error in a JSON file, located in its translation, to
+// the file's own line.
+func (s *scanner) jsonLine(e *Error) {
+	s.mu.Lock()
+	lines := s.jsonLines[e.File]
+	s.mu.Unlock()
+	if e.Line > 0 && e.Line < len(lines) {
+		e.Line = lines[e.Line]
+	}
 }
 
 func (s *scanner) abs(rel string) string {
@@ -256,7 +342,11 @@ func (s *scanner) configTarget(base, p string) (abs, rel string, ok bool) {
 		return abs, abs, false
 	}
 	if s.dirs[rel] {
-		rel = path.Join(rel, unitFile)
+		if f := s.unitFileIn(rel); f != "" {
+			rel = f
+		} else {
+			rel = path.Join(rel, unitFile)
+		}
 		abs = s.abs(rel)
 	}
 	return abs, rel, s.files[rel]
@@ -304,31 +394,50 @@ func (e edge) via() string {
 	return fmt.Sprintf("dependency %q", e.dep)
 }
 
-// unitJob is a candidate unit and its parsed terragrunt.hcl.
+// unitJob is a candidate unit and its parsed configuration.
 type unitJob struct {
 	dir  string
-	c    *config
-	errs []*Error
+	file string // terragrunt.hcl or terragrunt.hcl.json in dir
+	// values and stackFiles are set for a unit a stack generates: its
+	// unit block's values and the stack files declaring it.
+	values     cty.Value
+	stackFiles []string
+	c          *config
+	errs       []*Error
 }
 
 // evalUnit evaluates a parsed unit: its includes, reads, dependencies and
 // module source.
 func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
-	dir, c := j.dir, j.c
-	rel := path.Join(dir, unitFile)
+	dir, c, rel := j.dir, j.c, j.file
 	out := &unitResult{}
+	out.reads = append(out.reads, j.stackFiles...)
 	if len(j.errs) > 0 {
 		out.errs = j.errs
+		out.reads = append(out.reads, dirKey(dir))
 		return out
 	}
-	cfg := &cfgCtx{path: s.abs(rel), dir: s.abs(dir), orig: s.abs(dir), funcs: tab}
+	cfg := &cfgCtx{path: s.abs(rel), dir: s.abs(dir), orig: s.abs(dir), funcs: tab, values: j.values}
 	fr := s.newFrame(c, cfg, nil)
-	s.resolveIncludes(fr, []string{rel}, &out.collected)
+	s.resolveIncludes(fr, rel, &out.collected)
 	s.collectReads(fr, &out.collected)
 	s.collectDeps(fr, out)
 	s.collectSource(fr, &out.collected)
-	out.searches = append(out.searches, cfg.searches...)
+	out.searches = distinct(append(out.searches, cfg.searches...))
 	out.reads = append(out.reads, dirKey(dir))
+	if len(s.stackRoots) > 0 {
+		// What a generated unit reads are the files it is a copy of.
+		for i, r := range out.reads {
+			if d, isDir := strings.CutSuffix(r, "/"); isDir {
+				out.reads[i] = dirKey(s.realPath(d))
+			} else {
+				out.reads[i] = s.realPath(r)
+			}
+		}
+		for i, p := range out.probes {
+			out.probes[i] = s.realPath(p)
+		}
+	}
 	slices.Sort(out.reads)
 	out.reads = slices.Compact(out.reads)
 	slices.Sort(out.probes)
@@ -342,9 +451,22 @@ func (s *scanner) evalUnit(j *unitJob, tab *funcTable) *unitResult {
 	return out
 }
 
-// resolveIncludes evaluates fr's include blocks and, recursively, those of
-// the included files. chain holds the files including fr, to stop cycles.
-func (s *scanner) resolveIncludes(fr *frame, chain []string, out *collected) {
+// distinct drops the repeated searches of a unit (a search is cached per
+// scan, so a repeated one is the same pointer); units make a handful.
+func distinct(searches []*search) []*search {
+	out := searches[:0]
+	for _, sr := range searches {
+		if !slices.Contains(out, sr) {
+			out = append(out, sr)
+		}
+	}
+	return out
+}
+
+// resolveIncludes evaluates the include blocks of fr, the file at rel.
+// Like Terragrunt, it allows one level: an included file with include
+// blocks of its own is an error, on the including file.
+func (s *scanner) resolveIncludes(fr *frame, rel string, out *collected) {
 	for _, blk := range fr.c.includes {
 		what := func() string { return fmt.Sprintf("include %q", blk.name) }
 		p, err := fr.evalString(blk.path.Expr)
@@ -352,19 +474,19 @@ func (s *scanner) resolveIncludes(fr *frame, chain []string, out *collected) {
 			out.errs = append(out.errs, wrap(err, blk.path.SrcRange, what()+": path"))
 			continue
 		}
-		rel, ok := s.rel(resolve(path.Dir(fr.abs), p))
+		incRel, ok := s.rel(resolve(path.Dir(fr.abs), p))
 		switch {
 		case !ok:
 			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: path %s is outside the repository", what(), p))
 			continue
-		case !s.files[rel]:
+		case !s.files[incRel]:
 			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: path %s does not exist", what(), s.shown(p)))
 			continue
-		case slices.Contains(chain, rel):
-			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: include cycle: %s -> %s", what(), strings.Join(chain, " -> "), rel))
+		case incRel == rel:
+			out.errs = append(out.errs, errorAt(blk.path.SrcRange, "%s: %s includes itself", what(), rel))
 			continue
 		}
-		c, errs := s.config(rel)
+		c, errs := s.config(incRel)
 		if len(errs) > 0 {
 			out.errs = append(out.errs, errs...)
 			continue
@@ -387,37 +509,47 @@ func (s *scanner) resolveIncludes(fr *frame, chain []string, out *collected) {
 			}
 		}
 		fr.incs = append(fr.incs, inc)
-		out.reads = append(out.reads, rel)
-		out.included = append(out.included, rel)
-		s.resolveIncludes(inc.fr, append(slices.Clip(chain), rel), out)
+		out.reads = append(out.reads, incRel)
+		out.included = append(out.included, incRel)
+		if len(c.includes) > 0 {
+			second := c.includes[0]
+			p2, err := inc.fr.evalString(second.path.Expr)
+			if err != nil {
+				p2 = inc.fr.text(second.path.Expr.Range())
+			} else if r2, ok := s.rel(resolve(path.Dir(inc.fr.abs), p2)); ok {
+				p2 = r2
+			}
+			out.errs = append(out.errs, errorAt(blk.path.SrcRange,
+				"%s includes %s, which itself includes %s. Only one level of includes is allowed.", rel, incRel, p2))
+		}
 	}
 }
 
 // collectReads evaluates the paths of every file-reading call in fr and the
 // files it includes.
 func (s *scanner) collectReads(fr *frame, out *collected) {
+	var loops []*hclsyntax.ForExpr
 	for _, rc := range fr.c.reads {
+		if rc.loop != nil {
+			if !slices.Contains(loops, rc.loop) {
+				loops = append(loops, rc.loop)
+				s.collectLoopReads(fr, rc.loop, out)
+			}
+			continue
+		}
 		if len(rc.call.Args) == 0 {
 			out.errs = append(out.errs, errorAt(rc.call.NameRange, "%s needs a path", rc.fn))
 			continue
 		}
 		p, err := fr.evalString(rc.call.Args[0])
 		if err != nil {
-			out.errs = append(out.errs, wrap(err, rc.call.NameRange, rc.fn))
+			if !rc.guarded { // inside try() or can(), Terragrunt takes the fallback
+				out.errs = append(out.errs, wrap(err, rc.call.NameRange, rc.fn))
+			}
 			continue
 		}
 		if rc.fn != "read_terragrunt_config" {
-			rel, ok := s.rel(resolve(fr.cfg.dir, p))
-			switch {
-			case !ok:
-				out.errs = append(out.errs, errorAt(rc.call.NameRange, "%s(%q) reads outside the repository", rc.fn, p))
-			case s.files[rel]:
-				out.reads = append(out.reads, rel)
-			case s.dirs[rel]:
-				out.reads = append(out.reads, dirKey(rel))
-			default:
-				out.probes = append(out.probes, rel)
-			}
+			s.noteRead(rc.fn, resolve(fr.cfg.dir, p), p, rc.call.NameRange, out)
 			continue
 		}
 		abs, rel, ok := s.configTarget(fr.cfg.dir, p)
@@ -464,6 +596,34 @@ func (s *scanner) collectReads(fr *frame, out *collected) {
 	}
 }
 
+// noteRead records a file-reading call's target abs (p as written).
+func (s *scanner) noteRead(fn, abs, p string, rng hcl.Range, out *collected) {
+	rel, ok := s.rel(abs)
+	switch {
+	case !ok:
+		out.errs = append(out.errs, errorAt(rng, "%s(%q) reads outside the repository", fn, p))
+	case s.files[rel]:
+		out.reads = append(out.reads, rel)
+	case s.dirs[rel]:
+		out.reads = append(out.reads, dirKey(rel))
+	default:
+		out.probes = append(out.probes, rel)
+	}
+}
+
+// collectLoopReads evaluates a for expression whose reading calls take
+// their paths from its variables, noting the path of every call made.
+func (s *scanner) collectLoopReads(fr *frame, loop *hclsyntax.ForExpr, out *collected) {
+	tab := fr.cfg.funcs
+	prev := tab.record
+	tab.record = func(fn, abs string) { s.noteRead(fn, abs, abs, loop.OpenRange, out) }
+	_, err := fr.eval(loop)
+	tab.record = prev
+	if err != nil {
+		out.errs = append(out.errs, wrap(err, loop.OpenRange, "for expression reading files"))
+	}
+}
+
 // readTarget is a read_terragrunt_config target, evaluated once per scan in
 // its own context, as Terragrunt does.
 type readTarget struct {
@@ -496,7 +656,7 @@ func (s *scanner) readTarget(abs, rel string, from *cfgCtx) *readTarget {
 	cfg := &cfgCtx{path: abs, dir: path.Dir(abs), orig: orig, stack: append(slices.Clip(from.stack), abs), funcs: from.funcs}
 	fr := s.newFrame(c, cfg, nil)
 	var out collected
-	s.resolveIncludes(fr, []string{rel}, &out)
+	s.resolveIncludes(fr, rel, &out)
 	s.collectReads(fr, &out)
 	obj := map[string]cty.Value{"locals": fr.allLocals()}
 	if in, ok := fr.mergedInputs(); ok {
@@ -683,9 +843,9 @@ func (s *scanner) unitDir(base, p string) (string, string) {
 	switch {
 	case !ok:
 		return "", "is outside the repository"
-	case path.Base(rel) == unitFile && s.files[rel]:
+	case isUnitFile(path.Base(rel)) && s.files[rel]:
 		return path.Dir(rel), ""
-	case s.dirs[rel] && s.files[path.Join(rel, unitFile)]:
+	case s.dirs[rel] && s.unitFileIn(rel) != "":
 		return rel, ""
 	}
 	return "", "is not a directory with " + unitFile

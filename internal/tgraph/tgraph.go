@@ -2,14 +2,17 @@
 // checkout, what each depends on and what files each reads, so that a change
 // can be mapped to the units it touches and everything downstream of them.
 //
-// A unit is a directory with a terragrunt.hcl that no other configuration
-// includes. Its dependencies come from dependency blocks and
+// A unit is a directory with a terragrunt.hcl (or terragrunt.hcl.json) that
+// no other configuration includes and .terragrunt-excludes does not list,
+// or one a terragrunt.stack.hcl generates. Its dependencies come from
+// dependency blocks and
 // dependencies { paths }, including those inherited from included files. Its
 // reads are its own directory, the files it includes (transitively),
 // read_terragrunt_config and file() targets, and the directory a local
 // terraform { source } copies. Paths are evaluated with the Terragrunt
 // functions and locals such blocks use; whatever cannot be evaluated is an
-// error naming the file and line, never a silently missing edge.
+// error naming the file and line, never a silently missing edge; such an
+// error breaks its unit (Unit.Errors), not the rest of the graph.
 //
 // The package only reads the checkout.
 package tgraph
@@ -31,11 +34,13 @@ type Graph struct {
 	Units []*Unit
 
 	byPath     map[string]*Unit
+	excluded   map[string]bool // unit directories .terragrunt-excludes leaves out
 	files      map[string]bool
 	dependents map[string][]string
 	readers    map[string][]string // file, or directory with a trailing slash → units
 	ordered    []string
 	pos        map[string]int
+	state      *scanState // for Update
 }
 
 // Unit is a directory Terragrunt runs in.
@@ -50,6 +55,11 @@ type Unit struct {
 	// directory, included files, read_terragrunt_config and file() targets,
 	// local module source roots. Sorted.
 	Reads []string `json:"reads"`
+	// Errors say why the unit's configuration could not be fully evaluated
+	// (a dependency directory that does not exist, an unsupported
+	// function...), sorted. A unit with errors is broken: its Dependencies
+	// and Reads are only what could be evaluated, and it must not run.
+	Errors []*Error `json:"-"`
 
 	edges    []edge
 	searches []*search
@@ -65,21 +75,22 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 		}
 	}
 	g := &Graph{
-		byPath:     map[string]*Unit{},
+		Units:      make([]*Unit, 0, len(candidates)),
+		byPath:     make(map[string]*Unit, len(candidates)),
+		excluded:   s.excluded,
 		files:      s.files,
-		dependents: map[string][]string{},
-		readers:    map[string][]string{},
+		dependents: make(map[string][]string, len(candidates)),
+		readers:    make(map[string][]string, len(s.files)/4),
 	}
 	var errs []*Error
 	var kept []*unitResult
 	for i, j := range candidates {
 		dir := j.dir
-		if included[path.Join(dir, unitFile)] {
+		if included[j.file] {
 			continue
 		}
 		r := results[i]
-		errs = append(errs, r.errs...)
-		u := &Unit{Path: dir}
+		u := &Unit{Path: dir, Errors: slices.Clone(r.errs)} // results may be shared with an earlier graph (Update)
 		g.Units = append(g.Units, u)
 		g.byPath[dir] = u
 		kept = append(kept, r)
@@ -87,8 +98,11 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 	for i, u := range g.Units {
 		r := kept[i]
 		for _, e := range r.edges {
+			if g.excluded[e.to] {
+				continue // as Terragrunt, which leaves it out of the run
+			}
 			if g.byPath[e.to] == nil {
-				errs = append(errs, &Error{File: e.file, Line: e.line,
+				u.Errors = append(u.Errors, &Error{File: e.file, Line: e.line,
 					Message: fmt.Sprintf("%s: %s is a configuration other files include, not a unit", e.via(), e.to)})
 				continue
 			}
@@ -102,8 +116,9 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 			g.dependents[d] = append(g.dependents[d], u.Path)
 		}
 		u.Reads = r.reads
+		own := dirKey(u.Path)
 		for _, f := range u.Reads {
-			if f != dirKey(u.Path) {
+			if f != own {
 				g.readers[f] = append(g.readers[f], u.Path)
 			}
 		}
@@ -112,15 +127,32 @@ func (s *scanner) build(candidates []*unitJob, results []*unitResult) (*Graph, [
 				g.readers[f] = append(g.readers[f], u.Path)
 			}
 		}
-		seen := make(map[*search]bool, len(r.searches))
-		for _, sr := range r.searches {
-			if !seen[sr] {
-				seen[sr] = true
-				u.searches = append(u.searches, sr)
+		if len(u.Errors) > 0 {
+			for i, e := range u.Errors {
+				if real := s.realPath(e.File); real != e.File || strings.HasSuffix(e.File, ".json") {
+					moved := *e // errors may be shared between units
+					s.jsonLine(&moved)
+					moved.File = real
+					u.Errors[i] = &moved
+				}
 			}
+			u.Errors = sortErrors(u.Errors)
+			errs = append(errs, u.Errors...)
 		}
+		u.searches = r.searches
 	}
 	return g, errs
+}
+
+// Broken returns the units with Errors, sorted by path.
+func (g *Graph) Broken() []*Unit {
+	var out []*Unit
+	for _, u := range g.Units {
+		if len(u.Errors) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // UnitsUnder returns the units at dir or below it (repository-relative,
@@ -286,7 +318,7 @@ func (g *Graph) Owner(file string) (string, bool) {
 		if g.byPath[d] != nil {
 			return d, true
 		}
-		if d == "." {
+		if d == "." || g.excluded[d] {
 			return "", false
 		}
 	}
@@ -354,7 +386,7 @@ func (g *Graph) Affected(changedFiles []string) Affected {
 	deleted := map[string]bool{}
 	for _, f := range changedFiles {
 		f = cleanRel(f)
-		if path.Base(f) == unitFile && !g.files[f] && g.byPath[path.Dir(f)] == nil && !deleted[path.Dir(f)] {
+		if isUnitFile(path.Base(f)) && !g.files[f] && g.byPath[path.Dir(f)] == nil && !deleted[path.Dir(f)] {
 			deleted[path.Dir(f)] = true
 			a.Deleted = append(a.Deleted, path.Dir(f))
 		}
@@ -368,7 +400,7 @@ func (g *Graph) Affected(changedFiles []string) Affected {
 	for _, f := range changedFiles {
 		f = cleanRel(f)
 		for d := path.Dir(f); ; d = path.Dir(d) {
-			if deleted[d] {
+			if deleted[d] || g.excluded[d] {
 				break
 			}
 			if g.byPath[d] != nil {

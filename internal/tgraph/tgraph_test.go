@@ -142,12 +142,9 @@ dependencies {
 			},
 		},
 		{
-			name: "nested includes: env common file including the root, with inherited dependencies",
+			name: "an env common file included beside the root, with inherited dependencies",
 			repo: live.with(repo{
-				"_envcommon/app.hcl": `include "root" {
-  path = find_in_parent_folders("root.hcl")
-}
-locals {
+				"_envcommon/app.hcl": `locals {
   env = read_terragrunt_config(find_in_parent_folders("env.hcl"))
 }
 terraform {
@@ -161,7 +158,10 @@ dependencies {
 }
 `,
 				prodRegion + "/env.hcl": `locals { env = "prod" }`,
-				prodRegion + "/app/terragrunt.hcl": `include "envcommon" {
+				prodRegion + "/app/terragrunt.hcl": `include "root" {
+  path = find_in_parent_folders("root.hcl")
+}
+include "envcommon" {
   path = "${dirname(find_in_parent_folders("root.hcl"))}/_envcommon/app.hcl"
 }
 `,
@@ -504,7 +504,7 @@ dependency "db" {
 				"b/terragrunt.hcl": ``,
 				"a/terragrunt.hcl": "dependency \"b\" {\n  config_path = \"${get_env(\"ROOT\")}/b\"\n}\n",
 			},
-			err: `a/terragrunt.hcl:2: dependency "b": config_path: function get_env is not supported by dependency discovery`,
+			err: `a/terragrunt.hcl:2: dependency "b": config_path: function get_env is not supported by dependency discovery: the environment a command will run in is not known when the graph is read`,
 		},
 		{
 			name: "unsupported function in a local of an included file, for a module source",
@@ -512,7 +512,7 @@ dependency "db" {
 				"root.hcl":         "locals {\n  modules = run_cmd(\"git\", \"rev-parse\", \"--show-toplevel\")\n}\nterraform {\n  source = \"${local.modules}//vpc\"\n}\n",
 				"a/terragrunt.hcl": "include \"root\" {\n  path = find_in_parent_folders(\"root.hcl\")\n}\n",
 			},
-			err: `root.hcl:2: local.modules: function run_cmd is not supported by dependency discovery (needed by terraform source at root.hcl:5) (evaluating for unit a)`,
+			err: `root.hcl:2: local.modules: function run_cmd is not supported by dependency discovery: the graph is read without running commands (needed by terraform source at root.hcl:5) (evaluating for unit a)`,
 		},
 		{
 			name: "dependency outputs in a path",
@@ -570,18 +570,23 @@ dependency "db" {
 			err: `a/terragrunt.hcl:5: dependency "vpc": config_path: include.env.locals.vpc: include "env" is not exposed (set expose = true)`,
 		},
 		{
-			name: "include cycle",
+			name: "include cycle, refused as two levels of include",
 			repo: repo{
 				"x.hcl":            "include \"y\" {\n  path = \"y.hcl\"\n}\n",
 				"y.hcl":            "include \"x\" {\n  path = \"x.hcl\"\n}\n",
 				"a/terragrunt.hcl": "include \"x\" {\n  path = \"../x.hcl\"\n}\n",
 			},
-			err: `y.hcl:2: include "x": include cycle: a/terragrunt.hcl -> x.hcl -> y.hcl -> x.hcl (evaluating for unit a)`,
+			err: `a/terragrunt.hcl:2: a/terragrunt.hcl includes x.hcl, which itself includes y.hcl. Only one level of includes is allowed.`,
 		},
 		{
-			name: "stack files are refused rather than missed",
+			name: "a unit including itself",
+			repo: repo{"a/terragrunt.hcl": "include \"self\" {\n  path = \"terragrunt.hcl\"\n}\n"},
+			err:  `a/terragrunt.hcl:2: include "self": a/terragrunt.hcl includes itself`,
+		},
+		{
+			name: "a stack file that cannot be read breaks a unit at its directory",
 			repo: repo{"stack/terragrunt.stack.hcl": `unit "vpc" {}`},
-			err:  `stack/terragrunt.stack.hcl: terragrunt.stack.hcl files are not supported by dependency discovery`,
+			err:  `stack/terragrunt.stack.hcl:1: unit "vpc" has no source`,
 		},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,7 @@
+dependency "vpc" {
+  config_path = "../vpc"
+}
+
+dependency "legacy" {
+  config_path = "../legacy"
+}

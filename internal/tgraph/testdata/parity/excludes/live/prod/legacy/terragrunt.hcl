@@ -1,0 +1,3 @@
+terraform {
+  source = "git::https://example.com/modules.git//x?ref=v1"
+}

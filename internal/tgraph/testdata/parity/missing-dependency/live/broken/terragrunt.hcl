@@ -1,0 +1,7 @@
+dependency "gone" {
+  config_path = "../gone"
+}
+
+dependency "vpc" {
+  config_path = "../vpc"
+}

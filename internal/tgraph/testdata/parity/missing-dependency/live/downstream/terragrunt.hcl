@@ -1,0 +1,3 @@
+dependency "broken" {
+  config_path = "../broken"
+}

@@ -1,0 +1,7 @@
+include {
+  path = find_in_parent_folders()
+}
+
+inputs = {
+  policy = file("${get_repo_root()}/shared/policy.json")
+}

@@ -1,0 +1,3 @@
+include {
+  path = find_in_parent_folders()
+}

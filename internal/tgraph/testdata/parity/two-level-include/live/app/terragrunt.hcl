@@ -1,0 +1,3 @@
+include "mid" {
+  path = "${get_repo_root()}/_envcommon/mid.hcl"
+}

@@ -1,0 +1,3 @@
+locals {
+  region = "eu-west-1"
+}
