@@ -21,6 +21,8 @@ type Infra interface {
 	ApplyExecution(ctx context.Context, executionID int64) error
 	PostStatus(ctx context.Context, args PostStatusArgs) error
 	RefreshMergeLock(ctx context.Context, repo string) error
+	// PostPlanComment writes the pull request's plan-summary comment.
+	PostPlanComment(ctx context.Context, repo string, number int) error
 	// GiveUp ends what a job was doing when its last attempt failed: the
 	// plan, execution or run fails with why, and a run releases its merge
 	// lock, instead of waiting forever for a job that will not come back.
@@ -89,6 +91,7 @@ func InfraArea(infra Infra) Area {
 			river.AddWorker(w, &ApplyExecutionWorker{Infra: infra})
 			river.AddWorker(w, &PostStatusWorker{Infra: infra})
 			river.AddWorker(w, &RefreshMergeLockWorker{Infra: infra})
+			river.AddWorker(w, &PostPlanCommentWorker{Infra: infra})
 			river.AddWorker(w, &ReconcileInfraWorker{Infra: infra})
 		},
 		Periodic: []*river.PeriodicJob{

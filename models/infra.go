@@ -41,6 +41,7 @@ type Repository struct {
 	PlanStatuses      bool
 	MergeLockStatuses bool
 	PlanForks         bool
+	PlanComments      bool
 	GitHubFullName    string `bun:"github_full_name"`
 	RemovedAt         *time.Time
 	UpdatedAt         time.Time `bun:",nullzero,notnull,default:current_timestamp"`
@@ -73,6 +74,7 @@ func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
 		Set("init_command = EXCLUDED.init_command, plan_command = EXCLUDED.plan_command").
 		Set("apply_command = EXCLUDED.apply_command, destroy_command = EXCLUDED.destroy_command").
 		Set("plan_statuses = EXCLUDED.plan_statuses, merge_lock_statuses = EXCLUDED.merge_lock_statuses, plan_forks = EXCLUDED.plan_forks").
+		Set("plan_comments = EXCLUDED.plan_comments").
 		Set("removed_at = NULL, updated_at = now()").
 		Exec(ctx)
 	if err != nil {

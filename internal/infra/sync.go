@@ -66,6 +66,7 @@ func repositoryRow(r gantryfile.Repository) *models.Repository {
 		InitCommand: nonNil(r.Commands.Init), PlanCommand: nonNil(r.Commands.Plan),
 		ApplyCommand: nonNil(r.Commands.Apply), DestroyCommand: nonNil(r.Commands.Destroy),
 		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"), PlanForks: r.PlanForks,
+		PlanComments: r.PlanCommentsEnabled(),
 	}
 	for _, a := range r.Accounts {
 		row.Accounts = append(row.Accounts, models.Account{
