@@ -42,7 +42,11 @@ type Repository struct {
 	MergeLockStatuses bool
 	PlanForks         bool
 	PlanComments      bool
-	GitHubFullName    string `bun:"github_full_name"`
+	// DriftEverySeconds is how often every unit of the trunk is planned
+	// for drift; 0: never. DriftNotify are mailed about drifted units.
+	DriftEverySeconds int
+	DriftNotify       []string `bun:",array"`
+	GitHubFullName    string   `bun:"github_full_name"`
 	RemovedAt         *time.Time
 	UpdatedAt         time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 
@@ -75,6 +79,7 @@ func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
 		Set("apply_command = EXCLUDED.apply_command, destroy_command = EXCLUDED.destroy_command").
 		Set("plan_statuses = EXCLUDED.plan_statuses, merge_lock_statuses = EXCLUDED.merge_lock_statuses, plan_forks = EXCLUDED.plan_forks").
 		Set("plan_comments = EXCLUDED.plan_comments").
+		Set("drift_every_seconds = EXCLUDED.drift_every_seconds, drift_notify = EXCLUDED.drift_notify").
 		Set("removed_at = NULL, updated_at = now()").
 		Exec(ctx)
 	if err != nil {

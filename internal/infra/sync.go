@@ -68,6 +68,10 @@ func repositoryRow(r gantryfile.Repository) *models.Repository {
 		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"), PlanForks: r.PlanForks,
 		PlanComments: r.PlanCommentsEnabled(),
 	}
+	if r.Drift != nil {
+		row.DriftEverySeconds, row.DriftNotify = int(r.Drift.Every.Seconds()), lowerAll(r.Drift.Notify)
+	}
+	row.DriftNotify = nonNil(row.DriftNotify)
 	for _, a := range r.Accounts {
 		row.Accounts = append(row.Accounts, models.Account{
 			Name: a.Name, Path: a.Path, DependsOn: nonNil(a.DependsOn), PlanRole: a.PlanRole, ApplyRole: a.ApplyRole,
