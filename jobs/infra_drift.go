@@ -95,7 +95,9 @@ func (w *DriftPlanWorker) Work(ctx context.Context, job *river.Job[DriftPlanArgs
 }
 
 // Timeout: the plan's own time limit plus the checkout around it.
-func (w *DriftPlanWorker) Timeout(*river.Job[DriftPlanArgs]) time.Duration { return w.Infra.JobTimeout() }
+func (w *DriftPlanWorker) Timeout(*river.Job[DriftPlanArgs]) time.Duration {
+	return w.Infra.JobTimeout()
+}
 
 // NotifyDriftArgs mails a repository's drift recipients about a unit found
 // drifted.

@@ -335,7 +335,6 @@ func driftDeployment(run *models.Run) string {
 	return fmt.Sprintf("%s#reconcile-%d", run.Repository, *run.ReconcileCheckID)
 }
 
-
 // recheckAfterReconcile queues a fresh drift check of the unit a reconcile
 // run applied, so /infra stops listing it as drifted once it no longer is.
 func (s *Service) recheckAfterReconcile(ctx context.Context, tx jobs.Tx, run *models.Run) error {

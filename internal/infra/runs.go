@@ -72,7 +72,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
 		return scanErr // git or the database: River retries
 	}
-	base := run.BaseCommit // what the scan compared the merge with
+	base := run.BaseCommit                      // what the scan compared the merge with
 	merge, head := run.MergeCommit, run.HeadSHA // a reconcile run's are the trunk's head, found by the scan
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, runID)
