@@ -4,13 +4,15 @@ import (
 	"context"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 )
 
 // PostPlanCommentArgs writes (or updates in place) the comment that sums up
-// a pull request's plans. One job per pull request waits at a time
-// (unique by args until it ran), so several plans finishing together make
-// one update.
+// a pull request's plans. The jobs of one pull request write one at a time
+// (Infra.PostPlanComment holds a lock per pull request) and work the body
+// out when they run, so several plans finishing together make one update
+// and the jobs after it send nothing. (River's uniqueness would not do: it
+// counts a job that just returned as running until its completion is
+// flushed, and would skip the job of a plan finishing in that moment.)
 type PostPlanCommentArgs struct {
 	Repository string `json:"repository"`
 	Number     int    `json:"number"`
@@ -18,14 +20,8 @@ type PostPlanCommentArgs struct {
 
 func (PostPlanCommentArgs) Kind() string { return "post_plan_comment" }
 
-// InsertOpts: unique among the jobs not yet finished (River requires the
-// running state in the set: PostPlanComment itself looks again after
-// writing, so a plan finishing while it runs is not missed).
 func (PostPlanCommentArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 8, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-	}}}
+	return river.InsertOpts{Queue: QueueInfra, MaxAttempts: 8}
 }
 
 // PostPlanCommentWorker is idempotent: the comment is worked out from the

@@ -64,12 +64,15 @@ func (w *DriftSweepWorker) Work(ctx context.Context, job *river.Job[DriftSweepAr
 	return w.Infra.SweepDrift(ctx, job.Args.Repository)
 }
 
-// DriftPlanArgs plans one unit of the trunk for drift (never applied). It
-// is unique per unit: a slow plan is not stacked.
+// DriftPlanArgs plans one unit of the trunk for drift (never applied).
+// One job per check; a unit has at most one check waiting or running (a
+// unique index of drift_checks), so a slow plan is not stacked. (Unique
+// per unit in River would skip a new check's job while River has not yet
+// marked the unit's previous job completed, leaving the check stranded.)
 type DriftPlanArgs struct {
 	CheckID    int64  `json:"check_id"`
-	Repository string `json:"repository" river:"unique"`
-	Path       string `json:"path" river:"unique"`
+	Repository string `json:"repository"`
+	Path       string `json:"path"`
 }
 
 func (DriftPlanArgs) Kind() string { return "drift_plan" }

@@ -71,6 +71,9 @@ type Account struct {
 // UpsertRepository registers or updates a repository (un-removing it) and
 // replaces its accounts.
 func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
+	if r.DriftNotify == nil {
+		r.DriftNotify = []string{}
+	}
 	_, err := tx.NewInsert().Model(r).
 		On("CONFLICT (name) DO UPDATE").
 		Set("url = EXCLUDED.url, trunk = EXCLUDED.trunk, scan = EXCLUDED.scan").

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -65,4 +66,14 @@ func PlansForComment(ctx context.Context, db bun.IDB, repo string, number int, h
 		Where("pp.status <> ?", PlanCanceled).
 		Order("pp.path").Scan(ctx, &out)
 	return out, err
+}
+
+// planCommentLock is the advisory-lock namespace of plan comments.
+const planCommentLock = 0x70636d74 // "pcmt"
+
+// LockPlanComment holds, until tx ends, the right to write a pull request's
+// plan comment: two jobs never both create one.
+func LockPlanComment(ctx context.Context, tx bun.IDB, repo string, number int) error {
+	_, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?::int, hashtext(?))", planCommentLock, fmt.Sprintf("%s#%d", repo, number))
+	return err
 }

@@ -178,6 +178,9 @@ type DriftUnit struct {
 	DriftCheck     `bun:",extend"`
 	ReconcileRunID *int64 `bun:"reconcile_run_id,scanonly"`
 	ReconcileRun   string `bun:"reconcile_run_status,scanonly"`
+	// Verdict is terraform's line "Plan: 0 to add, 1 to change, 0 to
+	// destroy", cut out of the output by the database.
+	Verdict string `bun:"verdict,scanonly"`
 }
 
 // DriftRepository is a repository with drift detection as /infra lists it.
@@ -215,6 +218,7 @@ func ListDrift(ctx context.Context, db bun.IDB) ([]DriftRepository, error) {
 			bun.In(names), bun.In([]string{DriftSucceeded, DriftFailed})).
 		ColumnExpr("dc.id, dc.repository, dc.path, dc.commit_sha, dc.status, dc.has_changes, dc.exit_code, dc.error, dc.notified, dc.created_at, dc.started_at, dc.finished_at").
 		ColumnExpr("r.id AS reconcile_run_id, r.status AS reconcile_run_status").
+		ColumnExpr(`coalesce(substring(dc.output from 'Plan: [0-9]+ to add, [0-9]+ to change, [0-9]+ to destroy'), '') AS verdict`).
 		Join("LEFT JOIN LATERAL (SELECT run.id, run.status FROM runs AS run WHERE run.reconcile_check_id = dc.id ORDER BY run.id DESC LIMIT 1) AS r ON true").
 		Where("dc.status = ? OR dc.has_changes", DriftFailed).
 		OrderExpr("dc.repository, dc.path").Scan(ctx, &units)
@@ -263,6 +267,20 @@ func LiveReconcileRun(ctx context.Context, db bun.IDB, repo, path string) (*Run,
 		Where("run.repository = ?", repo).Where("dc.path = ?", path).
 		Where("run.status NOT IN (?)", bun.In([]string{RunSucceeded, RunFailed})).
 		OrderExpr("run.id DESC").Limit(1).Scan(ctx))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return r, nil
+}
+
+// LatestReconcileRun is the latest run reconciling check id, nil when
+// there is none.
+func LatestReconcileRun(ctx context.Context, db bun.IDB, checkID int64) (*Run, error) {
+	r := new(Run)
+	err := notFound(db.NewSelect().Model(r).Where("reconcile_check_id = ?", checkID).OrderExpr("id DESC").Limit(1).Scan(ctx))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, nil

@@ -51,6 +51,9 @@ func (s *infraHandlers) infraPage(c echo.Context) error {
 		v.Pulls = append(v.Pulls, infraPullRow(&o.PullRequests[i]))
 	}
 	v.Runs, v.MoreRuns = infraRunRows(o.Runs.Runs), o.Runs.More
+	if v.Drift, err = s.infraDriftSection(c.Request().Context(), principalOf(c).User.Role.Includes(models.RoleOperator)); err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, infraview.Index(v))
 }
 
@@ -87,6 +90,10 @@ func infraLockView(lock *models.MergeLock, self int64) infraview.Lock {
 	if lock.RunID == self {
 		return infraview.Lock{Held: true, Text: fmt.Sprintf("held by this run (#%d)", lock.PRNumber),
 			Note: "Since " + since + ". Other pull requests get a failing merge-lock status until this run ends."}
+	}
+	if lock.PRNumber == 0 {
+		return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by run %d", lock.RunID), Tone: "warn", URL: pageurl.Run(lock.RunID),
+			Note: fmt.Sprintf("Since %s: run %d is reconciling a drifted unit; merges wait for it.", since, lock.RunID)}
 	}
 	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), Tone: "warn", URL: pageurl.Run(lock.RunID),
 		Note: fmt.Sprintf("Since %s: run %d is deploying pull request #%d; other merges wait for it.", since, lock.RunID, lock.PRNumber)}
@@ -134,6 +141,9 @@ func infraRunRow(r *models.RunListing) infraview.RunRow {
 		ID: r.ID, Title: infraRunTitle(r.ID), URL: pageurl.Run(r.ID), Repository: r.Repository,
 		PR: "#" + strconv.Itoa(r.PRNumber), PRURL: pageurl.Pull(r.Repository, r.PRNumber), PRTitle: r.PRTitle,
 		MergeCommit: shortSHA(r.MergeCommit), State: infraRunState(r.Status), Counts: infraExecCounts(r.ExecutionCounts),
+	}
+	if r.ReconcileCheckID != nil {
+		row.PR, row.PRURL = "drift", pageurl.DriftCheck(*r.ReconcileCheckID)
 	}
 	row.Started, row.StartedISO = clockPtr(r.StartedAt)
 	row.Finished, row.FinishedISO = clockPtr(r.FinishedAt)
@@ -377,7 +387,12 @@ func infraRunFields(run *models.Run) []infraview.Field {
 		}
 	}
 	add("Repository", run.Repository, false, "field-repository")
-	add("Pull request", fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), false, "field-pr")
+	if run.ReconcileCheckID != nil {
+		out = append(out, infraview.Field{Label: "Reconciles", TestID: "field-reconciles",
+			Links: []infraview.Link{{Text: run.PRTitle, URL: pageurl.DriftCheck(*run.ReconcileCheckID)}}})
+	} else {
+		add("Pull request", fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), false, "field-pr")
+	}
 	add("Merged", run.HeadRef+" → "+run.BaseRef, true, "field-refs")
 	add("Merge commit", run.MergeCommit, true, "field-merge-commit")
 	add("Compared with", run.BaseCommit, true, "field-base-commit")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/uptrace/bun"
 
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/pageurl"
@@ -18,12 +19,14 @@ import (
 
 // Plan comments: one comment per pull request summing up the plans of its
 // head, unit by unit (to add / change / destroy, with a link to the plan's
-// page), next to the commit statuses. It is written by its own job, which
-// works the body out when it runs, so several plans finishing together make
-// one update, and it is edited in place (its id is kept), never posted
-// again per push; a comment someone deleted is written anew. GitHub
-// refusing it (no permission, validation) is logged and given up: the
-// statuses are their own jobs and go on regardless.
+// page), next to the commit statuses. Each plan that finishes queues a job
+// that works the body out when it runs, under a lock per pull request: so
+// several plans finishing together make one update (the later jobs find
+// the body unchanged and send nothing), and the comment is edited in place
+// (its id is kept), never posted again per push; a comment someone deleted
+// is written anew. GitHub refusing it (no permission, validation) is
+// logged and given up: the statuses are their own jobs and go on
+// regardless.
 
 // planCommentMarker starts every plan comment, so a reader (or a script)
 // can tell it from people's comments.
@@ -32,11 +35,6 @@ const planCommentMarker = "<!-- gantry:plan-summary -->"
 // planCommentDelay lets the plans of one push that finish within it share
 // one update of the comment.
 const planCommentDelay = time.Second
-
-// planCommentPasses bounds how often one job writes: after writing it
-// looks again, for plans that finished meanwhile (their job was not queued
-// while this one ran), and writes again if the body changed.
-const planCommentPasses = 5
 
 // queuePlanComment queues the update of a pull request's plan comment.
 func (s *Service) queuePlanComment(ctx context.Context, tx jobs.Tx, repo *models.Repository, number int) error {
@@ -48,10 +46,10 @@ func (s *Service) queuePlanComment(ctx context.Context, tx jobs.Tx, repo *models
 }
 
 // PostPlanComment writes the plan comment of a pull request as its plans
-// are now: created the first time, edited in place after.
+// are now: created the first time, edited in place after, not sent when
+// unchanged.
 func (s *Service) PostPlanComment(ctx context.Context, repoName string, number int) error {
-	db := s.Queue.DB()
-	repo, err := models.RepositoryByName(ctx, db, repoName)
+	repo, err := models.RepositoryByName(ctx, s.Queue.DB(), repoName)
 	if err != nil || !repo.PlanComments {
 		return err
 	}
@@ -69,12 +67,15 @@ func (s *Service) PostPlanComment(ctx context.Context, repoName string, number i
 	if err != nil {
 		return err
 	}
-	for range planCommentPasses {
-		body, err := s.planCommentBody(ctx, repo, number)
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		if err := models.LockPlanComment(ctx, tx, repo.Name, number); err != nil {
+			return err
+		}
+		body, err := planCommentBody(ctx, tx, s.BaseURL, repo, number)
 		if err != nil || body == "" {
 			return err
 		}
-		prev, err := models.PlanCommentOf(ctx, db, repo.Name, number)
+		prev, err := models.PlanCommentOf(ctx, tx, repo.Name, number)
 		if err != nil || (prev != nil && prev.Body == body) {
 			return err
 		}
@@ -89,11 +90,8 @@ func (s *Service) PostPlanComment(ctx context.Context, repoName string, number i
 		if err != nil {
 			return err
 		}
-		if err := models.SavePlanComment(ctx, db, &models.PlanComment{Repository: repo.Name, PRNumber: number, CommentID: id, Body: body}); err != nil {
-			return err
-		}
-	}
-	return nil
+		return models.SavePlanComment(ctx, tx, &models.PlanComment{Repository: repo.Name, PRNumber: number, CommentID: id, Body: body})
+	})
 }
 
 // writeComment edits the comment written before, or creates one when
@@ -111,8 +109,7 @@ func writeComment(ctx context.Context, client *github.StatusClient, owner, name 
 // planCommentBody is the comment for the pull request's head as it is now;
 // "" when there is nothing to say (no unit changed and nothing was said
 // before).
-func (s *Service) planCommentBody(ctx context.Context, repo *models.Repository, number int) (string, error) {
-	db := s.Queue.DB()
+func planCommentBody(ctx context.Context, db bun.IDB, baseURL string, repo *models.Repository, number int) (string, error) {
 	pr, err := models.PullRequestByNumber(ctx, db, repo.Name, number)
 	if err != nil {
 		return "", err
@@ -127,7 +124,7 @@ func (s *Service) planCommentBody(ctx context.Context, repo *models.Repository, 
 			return "", err
 		}
 	}
-	return PlanCommentBody(s.BaseURL, repo.Name, pr, plans), nil
+	return PlanCommentBody(baseURL, repo.Name, pr, plans), nil
 }
 
 // PlanCommentBody is the Markdown of a pull request's plan comment: a row
