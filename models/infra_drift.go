@@ -201,19 +201,33 @@ func ListDrift(ctx context.Context, db bun.IDB) ([]DriftRepository, error) {
 	var repos []Repository
 	err := db.NewSelect().Model(&repos).Column("name", "drift_every_seconds").
 		Where("removed_at IS NULL").Where("drift_every_seconds > 0").Order("name").Scan(ctx)
-	if err != nil || len(repos) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(repos))
-	for i := range repos {
-		names[i] = repos[i].Name
+	return DriftOf(ctx, db, repos)
+}
+
+// DriftOf is ListDrift for repositories already read (/infra has them):
+// those of repos with drift detection, in three queries whatever their
+// number, none when no repository has it.
+func DriftOf(ctx context.Context, db bun.IDB, all []Repository) ([]DriftRepository, error) {
+	var repos []Repository
+	var names []string
+	for _, r := range all {
+		if r.DriftEverySeconds > 0 && r.RemovedAt == nil {
+			repos = append(repos, r)
+			names = append(names, r.Name)
+		}
+	}
+	if len(repos) == 0 {
+		return nil, nil
 	}
 	var sweeps []DriftSweep
 	if err := db.NewSelect().Model(&sweeps).Where("repository IN (?)", bun.In(names)).Scan(ctx); err != nil {
 		return nil, err
 	}
 	var units []DriftUnit
-	err = db.NewSelect().
+	err := db.NewSelect().
 		TableExpr("(SELECT DISTINCT ON (dc.repository, dc.path) dc.* FROM drift_checks AS dc JOIN drift_sweeps AS ds ON ds.repository = dc.repository AND dc.path = ANY(ds.units) WHERE dc.repository IN (?) AND dc.status IN (?) ORDER BY dc.repository, dc.path, dc.id DESC) AS dc",
 			bun.In(names), bun.In([]string{DriftSucceeded, DriftFailed})).
 		ColumnExpr("dc.id, dc.repository, dc.path, dc.commit_sha, dc.status, dc.has_changes, dc.exit_code, dc.error, dc.notified, dc.created_at, dc.started_at, dc.finished_at").

@@ -22,10 +22,14 @@ import (
 // page, and reconciling a drifted unit (operators) from the page or the
 // API (POST /api/v1/infra/drift/{id}/reconcile).
 
-// infraDriftSection builds /infra's Drift panel; operators get the
-// reconcile buttons.
-func (s *infraHandlers) infraDriftSection(ctx context.Context, operator bool) (infraview.DriftSection, error) {
-	repos, err := models.ListDrift(ctx, s.DB.Bun)
+// infraDriftSection builds /infra's Drift panel from the repositories the
+// page read; operators get the reconcile buttons.
+func (s *infraHandlers) infraDriftSection(ctx context.Context, all []models.RepositoryWithLock, operator bool) (infraview.DriftSection, error) {
+	plain := make([]models.Repository, len(all))
+	for i := range all {
+		plain[i] = all[i].Repository
+	}
+	repos, err := models.DriftOf(ctx, s.DB.Bun, plain)
 	if err != nil {
 		return infraview.DriftSection{}, err
 	}

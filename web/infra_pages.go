@@ -51,7 +51,7 @@ func (s *infraHandlers) infraPage(c echo.Context) error {
 		v.Pulls = append(v.Pulls, infraPullRow(&o.PullRequests[i]))
 	}
 	v.Runs, v.MoreRuns = infraRunRows(o.Runs.Runs), o.Runs.More
-	if v.Drift, err = s.infraDriftSection(c.Request().Context(), principalOf(c).User.Role.Includes(models.RoleOperator)); err != nil {
+	if v.Drift, err = s.infraDriftSection(c.Request().Context(), o.Repositories, principalOf(c).User.Role.Includes(models.RoleOperator)); err != nil {
 		return err
 	}
 	return s.render(c, http.StatusOK, infraview.Index(v))
