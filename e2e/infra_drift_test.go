@@ -82,6 +82,7 @@ func TestInfrastructureDrift(t *testing.T) {
 	require.NoError(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/infra/runs/\d+$`)))
 	require.NoError(t, expect.Locator(page.GetByTestId("flash")).ToContainText("reconciles the unit"))
 	require.NoError(t, expect.Locator(page.GetByTestId("field-reconciles")).ToContainText("Reconcile drift of live/shared/dns"))
+	require.NoError(t, expect.Locator(page.GetByTestId("field-scan")).ToContainText("the drifted unit alone"))
 	runURL := page.URL()
 
 	// The voter approves from the email, as for a merge.

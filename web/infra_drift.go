@@ -218,3 +218,35 @@ func (s *infraHandlers) apiReconcileDrift(c echo.Context) error {
 	}
 	return c.JSON(http.StatusCreated, infraRunAnswerJSON{Run: infraRunOf(run)})
 }
+
+// infraRunPR is what a run deploys as listings name it: its pull request
+// ("#42"), or "drift" for a run reconciling a drifted unit.
+func infraRunPR(run *models.Run) string {
+	if run.ReconcileCheckID != nil {
+		return "drift"
+	}
+	return "#" + strconv.Itoa(run.PRNumber)
+}
+
+// infraRunPRURL is the page of what a run deploys: its pull request's, or
+// the drift check it reconciles.
+func infraRunPRURL(run *models.Run) string {
+	if run.ReconcileCheckID != nil {
+		return pageurl.DriftCheck(*run.ReconcileCheckID)
+	}
+	return pageurl.Pull(run.Repository, run.PRNumber)
+}
+
+// infraReconcileRunFields are a reconcile run's facts in place of a merge's.
+func infraReconcileRunFields(run *models.Run) []infraview.Field {
+	out := []infraview.Field{{Label: "Reconciles", TestID: "field-reconciles",
+		Links: []infraview.Link{{Text: run.PRTitle, URL: pageurl.DriftCheck(*run.ReconcileCheckID)}}}}
+	commit := run.MergeCommit
+	if commit == "" {
+		commit = "read when the run takes the merge lock"
+	}
+	return append(out,
+		infraview.Field{Label: "Trunk", Value: run.BaseRef, Mono: true, TestID: "field-refs"},
+		infraview.Field{Label: "Trunk commit", Value: commit, Mono: true, TestID: "field-merge-commit"},
+		infraview.Field{Label: "Scan", Value: "reconcile: the drifted unit alone, at the trunk's head", TestID: "field-scan"})
+}
