@@ -219,3 +219,35 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) map[string]float
 	}
 	return out
 }
+
+// TestDrift_strandedCheckDoesNotBlockTheUnit: a check whose job is gone
+// (cancelled from /admin/jobs, or discarded) would keep its unit from ever
+// being checked again (one live check per unit); the next sweep fails it
+// with why and queues a fresh one.
+func TestDrift_strandedCheckDoesNotBlockTheUnit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorkers: true})
+	b.Sync(t, b.withDrift())
+	stranded, err := models.QueueDriftChecks(b.ctx, b.DB.Bun, "live", "0000000000000000000000000000000000000000", []string{infratest.DNS})
+	require.NoError(t, err)
+	require.Len(t, stranded, 1)
+	_, err = b.DB.Bun.NewUpdate().Model((*models.DriftCheck)(nil)).Set("status = ?, created_at = now() - interval '10 minutes'", models.DriftRunning).
+		Where("id = ?", stranded[0].ID).Exec(b.ctx)
+	require.NoError(t, err)
+
+	require.NoError(t, b.Infra.SweepDrift(b.ctx, "live"))
+	old, err := models.DriftCheckByID(b.ctx, b.DB.Bun, stranded[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, models.DriftFailed, old.Status)
+	require.Equal(t, "its job ended without finishing the plan", old.Error)
+	fresh := lastCheckOf(t, b, infratest.DNS)
+	require.Equal(t, models.DriftQueued, fresh.Status)
+	require.Greater(t, fresh.ID, old.ID)
+	var jobs int
+	require.NoError(t, b.DB.Bun.NewRaw("SELECT count(*) FROM river_job WHERE kind = 'drift_plan' AND (args->>'check_id')::bigint = ?", fresh.ID).Scan(b.ctx, &jobs))
+	require.Equal(t, 1, jobs)
+
+	// A sweep while the unit's check still waits queues no second one.
+	require.NoError(t, b.Infra.SweepDrift(b.ctx, "live"))
+	require.Equal(t, fresh.ID, lastCheckOf(t, b, infratest.DNS).ID, "not stacked")
+}
