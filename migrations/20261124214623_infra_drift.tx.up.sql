@@ -37,3 +37,4 @@ CREATE INDEX drift_checks_latest_idx ON drift_checks (repository, path, id DESC)
 -- A run that reconciles a drifted unit (no pull request): the check it
 -- reconciles. Its merge commit is the trunk's head when it takes the lock.
 ALTER TABLE runs ADD COLUMN reconcile_check_id bigint REFERENCES drift_checks (id);
+CREATE INDEX runs_reconcile_check_idx ON runs (reconcile_check_id) WHERE reconcile_check_id IS NOT NULL;

@@ -226,16 +226,24 @@ func DriftOf(ctx context.Context, db bun.IDB, all []Repository) ([]DriftReposito
 	if err := db.NewSelect().Model(&sweeps).Where("repository IN (?)", bun.In(names)).Scan(ctx); err != nil {
 		return nil, err
 	}
+	// Per unit of the last sweep, its latest finished check through the
+	// index (repository, path, id DESC): the time grows with the units,
+	// not with the checks kept (docs/performance.md).
 	var units []DriftUnit
-	err := db.NewSelect().
-		TableExpr("(SELECT DISTINCT ON (dc.repository, dc.path) dc.* FROM drift_checks AS dc JOIN drift_sweeps AS ds ON ds.repository = dc.repository AND dc.path = ANY(ds.units) WHERE dc.repository IN (?) AND dc.status IN (?) ORDER BY dc.repository, dc.path, dc.id DESC) AS dc",
-			bun.In(names), bun.In([]string{DriftSucceeded, DriftFailed})).
-		ColumnExpr("dc.id, dc.repository, dc.path, dc.commit_sha, dc.status, dc.has_changes, dc.exit_code, dc.error, dc.notified, dc.created_at, dc.started_at, dc.finished_at").
-		ColumnExpr("r.id AS reconcile_run_id, r.status AS reconcile_run_status").
-		ColumnExpr(`coalesce(substring(dc.output from 'Plan: [0-9]+ to add, [0-9]+ to change, [0-9]+ to destroy'), '') AS verdict`).
-		Join("LEFT JOIN LATERAL (SELECT run.id, run.status FROM runs AS run WHERE run.reconcile_check_id = dc.id ORDER BY run.id DESC LIMIT 1) AS r ON true").
-		Where("dc.status = ? OR dc.has_changes", DriftFailed).
-		OrderExpr("dc.repository, dc.path").Scan(ctx, &units)
+	err := db.NewRaw(`SELECT dc.id, dc.repository, dc.path, dc.commit_sha, dc.status, dc.has_changes, dc.exit_code, dc.error,
+			dc.notified, dc.created_at, dc.started_at, dc.finished_at,
+			r.id AS reconcile_run_id, r.status AS reconcile_run_status,
+			coalesce(substring(dc.output from 'Plan: [0-9]+ to add, [0-9]+ to change, [0-9]+ to destroy'), '') AS verdict
+		FROM drift_sweeps AS ds
+		CROSS JOIN LATERAL unnest(ds.units) AS u(path)
+		JOIN LATERAL (SELECT c.* FROM drift_checks AS c
+			WHERE c.repository = ds.repository AND c.path = u.path AND c.status IN (?)
+			ORDER BY c.id DESC LIMIT 1) AS dc ON true
+		LEFT JOIN LATERAL (SELECT run.id, run.status FROM runs AS run WHERE run.reconcile_check_id = dc.id
+			ORDER BY run.id DESC LIMIT 1) AS r ON true
+		WHERE ds.repository IN (?) AND (dc.status = ? OR dc.has_changes)
+		ORDER BY dc.repository, dc.path`,
+		bun.In([]string{DriftSucceeded, DriftFailed}), bun.In(names), DriftFailed).Scan(ctx, &units)
 	if err != nil {
 		return nil, err
 	}
@@ -302,4 +310,21 @@ func LatestReconcileRun(ctx context.Context, db bun.IDB, checkID int64) (*Run, e
 		return nil, err
 	}
 	return r, nil
+}
+
+// PruneDriftChecks deletes repo's checks that finished before before,
+// except each unit's latest finished check (what /infra lists) and checks
+// a run reconciled; it returns how many it deleted.
+func PruneDriftChecks(ctx context.Context, db bun.IDB, repo string, before time.Time) (int, error) {
+	res, err := db.NewDelete().Model((*DriftCheck)(nil)).
+		Where("dc.repository = ?", repo).Where("dc.status IN (?)", bun.In([]string{DriftSucceeded, DriftFailed})).
+		Where("dc.finished_at < ?", before).
+		Where("EXISTS (SELECT 1 FROM drift_checks AS newer WHERE newer.repository = dc.repository AND newer.path = dc.path AND newer.id > dc.id AND newer.status IN (?))",
+			bun.In([]string{DriftSucceeded, DriftFailed})).
+		Where("NOT EXISTS (SELECT 1 FROM runs AS run WHERE run.reconcile_check_id = dc.id)").Exec(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/uptrace/bun/dialect/pgdialect"
+
 	"github.com/gantryhq/gantry/internal/testdb"
 	"github.com/gantryhq/gantry/models"
 )
@@ -20,14 +22,15 @@ import (
 // BenchmarkListDrift is what /infra and every metrics scrape read for
 // drift: the latest finished check of each unit of a 1,000-unit
 // repository's last sweep, after `history` sweeps (each keeps a finished
-// check with ~1 KB of plan output per unit), 5% drifted. The baseline,
+// check with ~1 KB of plan output per unit; 120 is a month of "every 6h",
+// as much as is kept), 5% drifted. The baseline,
 // measured in the same run on the same database, is pgbench's select-only
 // transaction (-S, one client): the ratio is ListDrift's time in pgbench
 // transactions, which moves little with the machine.
 //
 //	go test -run '^$' -bench ListDrift -benchtime 200x ./models/
 func BenchmarkListDrift(b *testing.B) {
-	for _, history := range []int{1, 30} {
+	for _, history := range []int{1, 30, 120} {
 		b.Run(fmt.Sprintf("units=1000/history=%d", history), func(b *testing.B) { benchListDrift(b, 1000, history) })
 	}
 }
@@ -49,7 +52,7 @@ func benchListDrift(b *testing.B, units, history int) {
 	_, err := db.Bun.ExecContext(ctx, `INSERT INTO drift_checks (repository, path, commit_sha, status, has_changes, exit_code, output, finished_at)
 		SELECT 'live', p, repeat('a', 40), 'succeeded', (h = ? AND i % 20 = 0), CASE WHEN h = ? AND i % 20 = 0 THEN 2 ELSE 0 END, ?, now()
 		FROM generate_series(1, ?) AS h, unnest(?::text[]) WITH ORDINALITY AS u(p, i) ORDER BY h, i`,
-		history, history, output, history, paths)
+		history, history, output, history, pgdialect.Array(paths))
 	require.NoError(b, err)
 	_, err = db.Bun.ExecContext(ctx, "ANALYZE drift_checks")
 	require.NoError(b, err)

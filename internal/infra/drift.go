@@ -39,6 +39,10 @@ const (
 // DriftTarget is the log target of a drift check.
 func DriftTarget(id int64) string { return fmt.Sprintf("drift:%d", id) }
 
+// DriftRetention is how long finished drift checks are kept; each unit's
+// latest, and those a run reconciled, are kept whatever their age.
+const DriftRetention = 30 * 24 * time.Hour
+
 // driftStranded is how long a check may wait without a live job before a
 // sweep fails it (its job was cancelled or discarded).
 const driftStranded = 2 * time.Minute
@@ -76,6 +80,9 @@ func (s *Service) SweepDrift(ctx context.Context, repoName string) error {
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		if _, err := models.FailStrandedDriftChecks(ctx, tx, repo.Name, jobs.DriftPlanArgs{}.Kind(), s.now().Add(-driftStranded)); err != nil {
+			return err
+		}
+		if _, err := models.PruneDriftChecks(ctx, tx, repo.Name, s.now().Add(-DriftRetention)); err != nil {
 			return err
 		}
 		sweep := &models.DriftSweep{Repository: repo.Name, CommitSHA: commit, Units: units, SweptAt: s.now()}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -250,4 +251,41 @@ func TestDrift_strandedCheckDoesNotBlockTheUnit(t *testing.T) {
 	// A sweep while the unit's check still waits queues no second one.
 	require.NoError(t, b.Infra.SweepDrift(b.ctx, "live"))
 	require.Equal(t, fresh.ID, lastCheckOf(t, b, infratest.DNS).ID, "not stacked")
+}
+
+// TestDrift_oldChecksArePruned: a sweep deletes the checks finished more
+// than DriftRetention ago, but never a unit's latest nor one a run
+// reconciled.
+func TestDrift_oldChecksArePruned(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorkers: true})
+	b.Sync(t, b.withDrift())
+	old := time.Now().Add(-infra.DriftRetention - time.Hour)
+	insert := func(unit string, finished time.Time, drifted bool) int64 {
+		c := &models.DriftCheck{Repository: "live", Path: unit, CommitSHA: strings.Repeat("a", 40), Status: models.DriftSucceeded,
+			HasChanges: &drifted, FinishedAt: &finished}
+		_, err := b.DB.Bun.NewInsert().Model(c).Returning("id").Exec(b.ctx)
+		require.NoError(t, err)
+		return c.ID
+	}
+	stale := insert(infratest.VPC, old, false)
+	reconciled := insert(infratest.VPC, old, true)
+	latestOld := insert(infratest.VPC, old, false) // the unit's latest: kept however old
+	recent := insert(infratest.DNS, time.Now(), false)
+	staleDNS := insert(infratest.DNS, old, false) // newer id, but an older finish than recent: not the latest
+	_, err := b.Infra.ReconcileDrift(b.ctx, reconciled, "user:op@example.com")
+	require.NoError(t, err)
+
+	require.NoError(t, b.Infra.SweepDrift(b.ctx, "live"))
+	left := map[int64]bool{}
+	var ids []int64
+	require.NoError(t, b.DB.Bun.NewSelect().Model((*models.DriftCheck)(nil)).Column("id").Scan(b.ctx, &ids))
+	for _, id := range ids {
+		left[id] = true
+	}
+	require.False(t, left[stale], "an old check with a newer one of its unit is pruned")
+	require.True(t, left[reconciled], "a check a run reconciled is kept")
+	require.True(t, left[latestOld], "the unit's latest finished check is kept")
+	require.True(t, left[recent])
+	require.True(t, left[staleDNS], "the latest of dns by id, kept")
 }
