@@ -54,7 +54,7 @@ func benchListDrift(b *testing.B, units, history int) {
 		FROM generate_series(1, ?) AS h, unnest(?::text[]) WITH ORDINALITY AS u(p, i) ORDER BY h, i`,
 		history, history, output, history, pgdialect.Array(paths))
 	require.NoError(b, err)
-	_, err = db.Bun.ExecContext(ctx, "ANALYZE drift_checks")
+	_, err = db.Bun.ExecContext(ctx, "VACUUM ANALYZE drift_checks")
 	require.NoError(b, err)
 
 	repos, err := models.ListDrift(ctx, db.Bun)
