@@ -133,7 +133,7 @@ func planCommentBody(ctx context.Context, db bun.IDB, baseURL string, repo *mode
 func PlanCommentBody(baseURL, repo string, pr *models.PullRequest, plans []models.CommentPlan) string {
 	var b strings.Builder
 	b.WriteString(planCommentMarker + "\n")
-	fmt.Fprintf(&b, "### Gantry plans for %s\n\n", shortSHA(pr.HeadSHA))
+	fmt.Fprintf(&b, "### Gantry plans for %s\n\n", codeSHA(pr.HeadSHA))
 	switch {
 	case pr.PlanError != "":
 		fmt.Fprintf(&b, "Not planned: %s\n", cell(pr.PlanError))
@@ -174,7 +174,8 @@ func cell(text string) string {
 	return strings.ReplaceAll(text, "|", `\|`)
 }
 
-func shortSHA(sha string) string {
+// codeSHA is a commit's short id as Markdown code.
+func codeSHA(sha string) string {
 	if len(sha) > 7 {
 		return "`" + sha[:7] + "`"
 	}

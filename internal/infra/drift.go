@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -313,22 +314,20 @@ func (s *Service) ReconcileDrift(ctx context.Context, checkID int64, actor strin
 // reconcileScan is a reconcile run's scan: the trunk's head, now that the
 // run holds the merge lock, and the drifted unit alone, which must still be
 // a unit there.
-func (s *Service) reconcileScan(ctx context.Context, repo *models.Repository, run *models.Run) ([]string, error) {
+func (s *Service) reconcileScan(ctx context.Context, repo *models.Repository, run *models.Run) (string, error) {
 	c, err := models.DriftCheckByID(ctx, s.Queue.DB(), *run.ReconcileCheckID)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	commit, units, err := s.trunkUnits(ctx, repo)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	run.MergeCommit, run.HeadSHA, run.BaseCommit = commit, commit, commit
-	for _, u := range units {
-		if u == c.Path {
-			return []string{u}, nil
-		}
+	if slices.Contains(units, c.Path) {
+		return c.Path, nil
 	}
-	return nil, fmt.Errorf("%w: %s is no longer a unit on %s at %s: nothing to reconcile", errScan, c.Path, repo.Trunk, shortCommit(commit))
+	return "", fmt.Errorf("%w: %s is no longer a unit on %s at %s: nothing to reconcile", errScan, c.Path, repo.Trunk, shortCommit(commit))
 }
 
 func shortCommit(sha string) string { return sha[:min(len(sha), 12)] }

@@ -289,3 +289,30 @@ func TestDrift_oldChecksArePruned(t *testing.T) {
 	require.True(t, left[recent])
 	require.True(t, left[staleDNS], "the latest of dns by id, kept")
 }
+
+// TestDrift_reconcilingAUnitGoneFromTheTrunkFails: the trunk moved on and
+// the drifted unit was deleted meanwhile: the reconcile run fails saying
+// so, releases the merge lock, and applies nothing.
+func TestDrift_reconcilingAUnitGoneFromTheTrunkFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.Sync(t, b.withDrift())
+	drifted, finished := true, time.Now()
+	c := &models.DriftCheck{Repository: "live", Path: infratest.EC2, CommitSHA: b.repo.Head(), Status: models.DriftSucceeded,
+		HasChanges: &drifted, FinishedAt: &finished}
+	_, err := b.DB.Bun.NewInsert().Model(c).Returning("id").Exec(b.ctx)
+	require.NoError(t, err)
+	b.repo.Write(map[string]string{infratest.EC2: ""})
+	head := b.repo.Commit("remove ec2")
+	b.repo.Push(infratest.Trunk)
+
+	run, err := b.Infra.ReconcileDrift(b.ctx, c.ID, "user:op@example.com")
+	require.NoError(t, err)
+	run = b.WaitRun(t, run.ID, models.RunFailed)
+	require.Contains(t, run.Error, "live/prod/ec2 is no longer a unit on main at "+head[:12])
+	require.Equal(t, head, run.MergeCommit)
+	require.Empty(t, b.executions(t, run.ID))
+	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
+	require.NoError(t, err)
+	require.Nil(t, lock)
+}

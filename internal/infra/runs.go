@@ -127,11 +127,11 @@ var errScan = errors.New("scan")
 // dependencies, and the units the merge deleted.
 func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (units []infrarun.Unit, deleted []string, err error) {
 	if isReconcile(run) {
-		paths, err := s.reconcileScan(ctx, repo, run)
+		path, err := s.reconcileScan(ctx, repo, run)
 		if err != nil {
 			return nil, nil, err
 		}
-		return []infrarun.Unit{{Path: paths[0]}}, nil, nil
+		return []infrarun.Unit{{Path: path}}, nil, nil
 	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, run.MergeCommit)
 	if err != nil {
