@@ -89,9 +89,12 @@ func TestPlanComment_oneCommentUpdatedInPlace(t *testing.T) {
 		return strings.Contains(body, "`"+p.Head[:7]+"`") && row(infratest.VPC, `changes \| 0 \| 1 \| 0`).MatchString(body)
 	})
 	require.NotEqual(t, second.ID, third.ID)
-	stored, err := models.PlanCommentOf(b.ctx, b.DB.Bun, "live", p.Number)
-	require.NoError(t, err)
-	require.Equal(t, third.ID, stored.CommentID)
+	// The job records the new id once GitHub answered.
+	servertest.WaitFor(t, func() (bool, string) {
+		stored, err := models.PlanCommentOf(b.ctx, b.DB.Bun, "live", p.Number)
+		require.NoError(t, err)
+		return stored != nil && stored.CommentID == third.ID, fmt.Sprintf("stored %+v, want comment %d", stored, third.ID)
+	})
 }
 
 // TestPlanComment_refusedCommentsDoNotStopStatuses: GitHub refusing the
