@@ -21,6 +21,14 @@ type Infra interface {
 	ApplyExecution(ctx context.Context, executionID int64) error
 	PostStatus(ctx context.Context, args PostStatusArgs) error
 	RefreshMergeLock(ctx context.Context, repo string) error
+	// PostPlanComment writes the pull request's plan-summary comment.
+	PostPlanComment(ctx context.Context, repo string, number int) error
+	// Drift detection (jobs/infra_drift.go).
+	ScheduleDrift(ctx context.Context) error
+	SweepDrift(ctx context.Context, repo string) error
+	RunDriftCheck(ctx context.Context, checkID int64) error
+	FailDriftCheck(ctx context.Context, checkID int64, why error) error
+	NotifyDrift(ctx context.Context, checkID int64) error
 	// GiveUp ends what a job was doing when its last attempt failed: the
 	// plan, execution or run fails with why, and a run releases its merge
 	// lock, instead of waiting forever for a job that will not come back.
@@ -89,12 +97,20 @@ func InfraArea(infra Infra) Area {
 			river.AddWorker(w, &ApplyExecutionWorker{Infra: infra})
 			river.AddWorker(w, &PostStatusWorker{Infra: infra})
 			river.AddWorker(w, &RefreshMergeLockWorker{Infra: infra})
+			river.AddWorker(w, &PostPlanCommentWorker{Infra: infra})
+			river.AddWorker(w, &ScheduleDriftWorker{Infra: infra})
+			river.AddWorker(w, &DriftSweepWorker{Infra: infra})
+			river.AddWorker(w, &DriftPlanWorker{Infra: infra})
+			river.AddWorker(w, &NotifyDriftWorker{Infra: infra})
 			river.AddWorker(w, &ReconcileInfraWorker{Infra: infra})
 		},
 		Periodic: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 				func() (river.JobArgs, *river.InsertOpts) { return ReconcileInfraArgs{}, nil },
 				&river.PeriodicJobOpts{ID: "reconcile_infra", RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) { return ScheduleDriftArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "schedule_drift", RunOnStart: true}),
 		},
 		LongestJob: infra.JobTimeout(),
 		Stale:      infra.StaleJob,

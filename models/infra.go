@@ -41,7 +41,12 @@ type Repository struct {
 	PlanStatuses      bool
 	MergeLockStatuses bool
 	PlanForks         bool
-	GitHubFullName    string `bun:"github_full_name"`
+	PlanComments      bool
+	// DriftEverySeconds is how often every unit of the trunk is planned
+	// for drift; 0: never. DriftNotify are mailed about drifted units.
+	DriftEverySeconds int
+	DriftNotify       []string `bun:",array"`
+	GitHubFullName    string   `bun:"github_full_name"`
 	RemovedAt         *time.Time
 	UpdatedAt         time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 
@@ -66,6 +71,9 @@ type Account struct {
 // UpsertRepository registers or updates a repository (un-removing it) and
 // replaces its accounts.
 func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
+	if r.DriftNotify == nil {
+		r.DriftNotify = []string{}
+	}
 	_, err := tx.NewInsert().Model(r).
 		On("CONFLICT (name) DO UPDATE").
 		Set("url = EXCLUDED.url, trunk = EXCLUDED.trunk, scan = EXCLUDED.scan").
@@ -73,6 +81,8 @@ func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
 		Set("init_command = EXCLUDED.init_command, plan_command = EXCLUDED.plan_command").
 		Set("apply_command = EXCLUDED.apply_command, destroy_command = EXCLUDED.destroy_command").
 		Set("plan_statuses = EXCLUDED.plan_statuses, merge_lock_statuses = EXCLUDED.merge_lock_statuses, plan_forks = EXCLUDED.plan_forks").
+		Set("plan_comments = EXCLUDED.plan_comments").
+		Set("drift_every_seconds = EXCLUDED.drift_every_seconds, drift_notify = EXCLUDED.drift_notify").
 		Set("removed_at = NULL, updated_at = now()").
 		Exec(ctx)
 	if err != nil {

@@ -51,9 +51,12 @@ type Run struct {
 	Error        string
 	DeletedUnits []string `bun:",array"`
 	ScanJobID    *int64
-	CreatedAt    time.Time `bun:",nullzero,notnull,default:current_timestamp"`
-	StartedAt    *time.Time
-	FinishedAt   *time.Time
+	// ReconcileCheckID marks a run that reconciles a drifted unit (no pull
+	// request): the drift check it reconciles.
+	ReconcileCheckID *int64
+	CreatedAt        time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	StartedAt        *time.Time
+	FinishedAt       *time.Time
 }
 
 // Ended reports whether the run is over.
@@ -168,7 +171,7 @@ func ListRunPage(ctx context.Context, db bun.IDB, f RunFilter) (RunPage, error) 
 func RunOfMerge(ctx context.Context, db bun.IDB, repo, mergeCommit string) (*Run, error) {
 	r := new(Run)
 	err := db.NewSelect().Model(r).Where("repository = ?", repo).Where("merge_commit = ?", mergeCommit).
-		OrderExpr("id").Limit(1).Scan(ctx)
+		Where("reconcile_check_id IS NULL").OrderExpr("id").Limit(1).Scan(ctx)
 	return r, notFound(err)
 }
 

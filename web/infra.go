@@ -62,12 +62,16 @@ func InfraArea(svc *infra.Service) Area {
 			r.Page(http.MethodGet, "/infra/plans/:id", s.planPage, viewer)
 			r.Page(http.MethodGet, "/infra/plans/:id/output", s.planOutputTail, viewer)
 			r.Page(http.MethodGet, "/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
+			r.Page(http.MethodGet, "/infra/drift/:id", s.driftCheckPage, viewer)
+			r.Page(http.MethodPost, "/infra/drift/:id/reconcile", s.reconcileDriftForm, operator)
 
 			r.API(http.MethodGet, "/infra/repositories", s.apiRepositories, viewer, auth.ScopeRead)
 			r.API(http.MethodGet, "/infra/runs", s.apiListRuns, viewer, auth.ScopeRead)
 			r.API(http.MethodGet, "/infra/runs/:id", s.apiGetRun, viewer, auth.ScopeRead)
 			r.API(http.MethodPost, "/infra/runs/:id/abort", s.apiAbortRun, operator, auth.ScopeWrite)
 			r.API(http.MethodGet, "/infra/executions/:execution_id", s.apiGetExecution, viewer, auth.ScopeRead)
+			r.API(http.MethodGet, "/infra/drift", s.apiListDrift, viewer, auth.ScopeRead)
+			r.API(http.MethodPost, "/infra/drift/:id/reconcile", s.apiReconcileDrift, operator, auth.ScopeWrite)
 			r.API(http.MethodPost, "/infra/executions/:execution_id/votes", s.apiVote, approver, auth.ScopeVote)
 			for _, choice := range infraInterruptedChoices {
 				r.API(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.apiResolveInterrupted(choice.Choice), operator, auth.ScopeWrite)

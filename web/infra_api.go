@@ -56,22 +56,25 @@ type infraMergeLockJSON struct {
 
 // infraRunJSON is a run (client.Run).
 type infraRunJSON struct {
-	ID           int64      `json:"id"`
-	Repository   string     `json:"repository"`
-	PRNumber     int        `json:"pr_number"`
-	PRTitle      string     `json:"pr_title"`
-	BaseRef      string     `json:"base_ref"`
-	HeadRef      string     `json:"head_ref"`
-	HeadSHA      string     `json:"head_sha"`
-	MergeCommit  string     `json:"merge_commit"`
-	BaseCommit   string     `json:"base_commit,omitempty"`
-	Scan         string     `json:"scan"`
-	Status       string     `json:"status"`
-	Error        string     `json:"error,omitempty"`
-	DeletedUnits []string   `json:"deleted_units"`
-	CreatedAt    time.Time  `json:"created_at"`
-	StartedAt    *time.Time `json:"started_at,omitempty"`
-	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	ID          int64  `json:"id"`
+	Repository  string `json:"repository"`
+	PRNumber    int    `json:"pr_number"`
+	PRTitle     string `json:"pr_title"`
+	BaseRef     string `json:"base_ref"`
+	HeadRef     string `json:"head_ref"`
+	HeadSHA     string `json:"head_sha"`
+	MergeCommit string `json:"merge_commit"`
+	// ReconcileCheckID marks a run reconciling a drifted unit (no pull
+	// request): the drift check it reconciles.
+	ReconcileCheckID *int64     `json:"reconcile_check_id,omitempty"`
+	BaseCommit       string     `json:"base_commit,omitempty"`
+	Scan             string     `json:"scan"`
+	Status           string     `json:"status"`
+	Error            string     `json:"error,omitempty"`
+	DeletedUnits     []string   `json:"deleted_units"`
+	CreatedAt        time.Time  `json:"created_at"`
+	StartedAt        *time.Time `json:"started_at,omitempty"`
+	FinishedAt       *time.Time `json:"finished_at,omitempty"`
 }
 
 // infraRunsPageJSON is a page of GET /api/v1/infra/runs; next is the
@@ -211,6 +214,7 @@ func infraRunOf(r *models.Run) infraRunJSON {
 		ID: r.ID, Repository: r.Repository, PRNumber: r.PRNumber, PRTitle: r.PRTitle, BaseRef: r.BaseRef, HeadRef: r.HeadRef,
 		HeadSHA: r.HeadSHA, MergeCommit: r.MergeCommit, BaseCommit: r.BaseCommit, Scan: r.Scan, Status: r.Status, Error: r.Error,
 		DeletedUnits: r.DeletedUnits, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		ReconcileCheckID: r.ReconcileCheckID,
 	}
 }
 

@@ -51,6 +51,9 @@ func (s *infraHandlers) infraPage(c echo.Context) error {
 		v.Pulls = append(v.Pulls, infraPullRow(&o.PullRequests[i]))
 	}
 	v.Runs, v.MoreRuns = infraRunRows(o.Runs.Runs), o.Runs.More
+	if v.Drift, err = s.infraDriftSection(c.Request().Context(), o.Repositories, principalOf(c).User.Role.Includes(models.RoleOperator)); err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, infraview.Index(v))
 }
 
@@ -85,8 +88,16 @@ func infraLockView(lock *models.MergeLock, self int64) infraview.Lock {
 	}
 	since := clock(lock.LockedAt) + " UTC"
 	if lock.RunID == self {
-		return infraview.Lock{Held: true, Text: fmt.Sprintf("held by this run (#%d)", lock.PRNumber),
+		text := fmt.Sprintf("held by this run (#%d)", lock.PRNumber)
+		if lock.PRNumber == 0 { // a reconcile run: no pull request
+			text = "held by this run"
+		}
+		return infraview.Lock{Held: true, Text: text,
 			Note: "Since " + since + ". Other pull requests get a failing merge-lock status until this run ends."}
+	}
+	if lock.PRNumber == 0 {
+		return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by run %d", lock.RunID), Tone: "warn", URL: pageurl.Run(lock.RunID),
+			Note: fmt.Sprintf("Since %s: run %d is reconciling a drifted unit; merges wait for it.", since, lock.RunID)}
 	}
 	return infraview.Lock{Held: true, Text: fmt.Sprintf("locked by #%d", lock.PRNumber), Tone: "warn", URL: pageurl.Run(lock.RunID),
 		Note: fmt.Sprintf("Since %s: run %d is deploying pull request #%d; other merges wait for it.", since, lock.RunID, lock.PRNumber)}
@@ -132,7 +143,7 @@ func infraRunRows(runs []models.RunListing) []infraview.RunRow {
 func infraRunRow(r *models.RunListing) infraview.RunRow {
 	row := infraview.RunRow{
 		ID: r.ID, Title: infraRunTitle(r.ID), URL: pageurl.Run(r.ID), Repository: r.Repository,
-		PR: "#" + strconv.Itoa(r.PRNumber), PRURL: pageurl.Pull(r.Repository, r.PRNumber), PRTitle: r.PRTitle,
+		PR: infraRunPR(&r.Run), PRURL: infraRunPRURL(&r.Run), PRTitle: r.PRTitle,
 		MergeCommit: shortSHA(r.MergeCommit), State: infraRunState(r.Status), Counts: infraExecCounts(r.ExecutionCounts),
 	}
 	row.Started, row.StartedISO = clockPtr(r.StartedAt)
@@ -258,7 +269,7 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 
 	v := infraview.RunView{
 		ID: run.ID, Title: infraRunTitle(run.ID), Repository: run.Repository,
-		PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pageurl.Pull(run.Repository, run.PRNumber), PRTitle: run.PRTitle,
+		PR: infraRunPR(run), PRURL: infraRunPRURL(run), PRTitle: run.PRTitle,
 		State: infraRunState(run.Status), Live: !run.Ended(), Error: run.Error, Deleted: run.DeletedUnits,
 		Lock: infraRunLock(run, lock), Log: logRows(entries),
 		LogURL: "/log?" + url.Values{"deployment": {infra.DeploymentID(run)}}.Encode(),
@@ -377,16 +388,20 @@ func infraRunFields(run *models.Run) []infraview.Field {
 		}
 	}
 	add("Repository", run.Repository, false, "field-repository")
-	add("Pull request", fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), false, "field-pr")
-	add("Merged", run.HeadRef+" → "+run.BaseRef, true, "field-refs")
-	add("Merge commit", run.MergeCommit, true, "field-merge-commit")
-	add("Compared with", run.BaseCommit, true, "field-base-commit")
-	add("Head commit", run.HeadSHA, true, "field-head-commit")
-	scan := "graph: the units whose files changed, and everything that depends on them"
-	if run.Scan == "plan" {
-		scan = "plan: every unit planned, those with changes collected"
+	if run.ReconcileCheckID != nil {
+		out = append(out, infraReconcileRunFields(run)...)
+	} else {
+		add("Pull request", fmt.Sprintf("#%d %s", run.PRNumber, run.PRTitle), false, "field-pr")
+		add("Merged", run.HeadRef+" → "+run.BaseRef, true, "field-refs")
+		add("Merge commit", run.MergeCommit, true, "field-merge-commit")
+		add("Compared with", run.BaseCommit, true, "field-base-commit")
+		add("Head commit", run.HeadSHA, true, "field-head-commit")
+		scan := "graph: the units whose files changed, and everything that depends on them"
+		if run.Scan == "plan" {
+			scan = "plan: every unit planned, those with changes collected"
+		}
+		add("Scan", scan, false, "field-scan")
 	}
-	add("Scan", scan, false, "field-scan")
 	add("Queued", clock(run.CreatedAt)+" UTC", false, "field-created")
 	if run.StartedAt != nil {
 		add("Started", clock(*run.StartedAt)+" UTC", false, "field-started")
@@ -453,7 +468,7 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 	self := pageurl.Execution(x.ExecutionID)
 	v := infraview.ExecutionView{
 		ExecutionID: x.ExecutionID, Unit: x.CfgPath, Account: x.AccountName, Repository: run.Repository,
-		RunURL: pageurl.Run(run.ID), RunTitle: infraRunTitle(run.ID), PR: "#" + strconv.Itoa(run.PRNumber), PRURL: pageurl.Pull(run.Repository, run.PRNumber),
+		RunURL: pageurl.Run(run.ID), RunTitle: infraRunTitle(run.ID), PR: infraRunPR(run), PRURL: infraRunPRURL(run),
 		State: infraExecState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
 		Fields: infraExecutionFields(x, run, votes, siblings), Deps: infraDepsOf(x, siblings),
 		Plan: infraExecutionOutput(x, models.StepPlanning), Apply: infraExecutionOutput(x, models.StepApplying),

@@ -3,9 +3,11 @@ package gantryfile
 import (
 	"errors"
 	"fmt"
+	"net/mail"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
@@ -27,9 +29,32 @@ type Repository struct {
 	// PlanForks plans pull requests from forks too. Off by default: a
 	// plan runs the pull request's code (Terraform external data sources,
 	// Terragrunt run_cmd) with the plan role's credentials.
-	PlanForks bool      `yaml:"plan_forks"`
-	Accounts  []Account `yaml:"accounts"`
+	PlanForks bool `yaml:"plan_forks"`
+	// PlanComments keeps one comment on each pull request summing up its
+	// plans (edited in place on every push), next to the commit statuses,
+	// with the status token. On unless written false.
+	PlanComments *bool `yaml:"plan_comments"`
+	// Drift plans every unit on the trunk on a schedule; nil: never.
+	Drift    *Drift    `yaml:"drift"`
+	Accounts []Account `yaml:"accounts"`
 }
+
+// Drift is a repository's drift detection: a plan of every unit of the
+// trunk every Schedule ("every 6h"), never applied on its own; Notify are
+// the addresses mailed when a unit is found drifted.
+type Drift struct {
+	Schedule string   `yaml:"schedule"`
+	Notify   []string `yaml:"notify"`
+	// Every is Schedule's interval, set by Parse.
+	Every time.Duration `yaml:"-"`
+}
+
+// MinDriftInterval is the shortest drift schedule: a drift check plans
+// every unit of the repository, which takes minutes and holds a worker.
+const MinDriftInterval = 10 * time.Minute
+
+// PlanCommentsEnabled reports whether the plan-summary comment is written.
+func (r Repository) PlanCommentsEnabled() bool { return r.PlanComments == nil || *r.PlanComments }
 
 // Commands are argument vectors with placeholders {dir} (the unit's
 // directory in the checkout) and {plan_file}. Init, when set, runs before
@@ -152,6 +177,7 @@ func (v *validator) checkRepositories(repos []Repository) {
 		}
 		v.checkCommands(key, r)
 		v.checkAccounts(key, r.Accounts)
+		v.checkDrift(key, r.Drift)
 	}
 }
 
@@ -289,4 +315,29 @@ func accountCycle(accounts []Account, byName map[string]int) string {
 		}
 	}
 	return ""
+}
+
+// checkDrift reads the drift schedule: "every" and a duration of at least
+// MinDriftInterval ("every 6h", "every 90m"). Cron expressions are not
+// taken: drift is found by how often it is looked for, not at what minute.
+func (v *validator) checkDrift(repoKey string, d *Drift) {
+	if d == nil {
+		return
+	}
+	key := repoKey + ".drift"
+	interval, ok := strings.CutPrefix(strings.TrimSpace(d.Schedule), "every ")
+	every, err := time.ParseDuration(strings.TrimSpace(interval))
+	switch {
+	case !ok || err != nil:
+		v.add(key+".schedule", `must be "every" and a duration such as "every 6h" or "every 90m" (got %q)`, d.Schedule)
+	case every < MinDriftInterval:
+		v.add(key+".schedule", "must be at least every %s: each check plans every unit (got %q)", MinDriftInterval, d.Schedule)
+	default:
+		d.Every = every
+	}
+	for i, addr := range d.Notify {
+		if _, err := mail.ParseAddress(addr); err != nil || strings.ContainsAny(addr, "<>") {
+			v.add(fmt.Sprintf("%s.notify[%d]", key, i), "must be an email address such as ops@example.com (got %q)", addr)
+		}
+	}
 }

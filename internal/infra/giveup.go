@@ -37,6 +37,9 @@ func (s *Service) GiveUp(ctx context.Context, what jobs.GiveUp, why error) error
 			if err := s.logPlan(ctx, tx, p, EventPlanFailed, map[string]any{"error": reason}); err != nil {
 				return err
 			}
+			if err := s.queuePlanComment(ctx, tx, repo, p.PRNumber); err != nil {
+				return err
+			}
 			return s.queuePlanStatus(ctx, tx, repo, p)
 		})
 	case what.ExecutionID != 0:

@@ -22,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/gitrepo"
+	"github.com/gantryhq/gantry/internal/mail"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
@@ -87,6 +88,8 @@ type Service struct {
 	// Env is added to every plan and apply (for example TF_CLI_CONFIG_FILE,
 	// TF_PLUGIN_CACHE_DIR).
 	Env []string
+	// Mail sends the drift notifications; nil logs that none was sent.
+	Mail mail.Sender
 	// Metrics, when set, count deliveries and time commands.
 	Metrics *Metrics
 	Now     func() time.Time
@@ -130,7 +133,14 @@ func RepositoryTarget(name string) string       { return "repository:" + name }
 func PlanTarget(id int64) string                { return fmt.Sprintf("plan:%d", id) }
 
 // DeploymentID is the deployment a run's log entries belong to.
-func DeploymentID(r *models.Run) string { return fmt.Sprintf("%s#%d", r.Repository, r.PRNumber) }
+// A run reconciling drift has no pull request: its deployment is the
+// reconcile's ("live#reconcile-<drift check id>").
+func DeploymentID(r *models.Run) string {
+	if isReconcile(r) {
+		return driftDeployment(r)
+	}
+	return fmt.Sprintf("%s#%d", r.Repository, r.PRNumber)
+}
 
 func (s *Service) log(ctx context.Context, tx jobs.Tx, run *models.Run, target, event, actor string, detail map[string]any) error {
 	return models.AppendLog(ctx, tx, &models.LogEntry{

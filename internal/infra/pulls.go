@@ -62,6 +62,9 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			if err := models.SetPlanError(ctx, tx, repoName, number, headSHA, scanErr.Error()); err != nil {
 				return err
 			}
+			if err := s.queuePlanComment(ctx, tx, repo, number); err != nil {
+				return err
+			}
 			if !repo.PlanStatuses {
 				return nil
 			}
@@ -92,6 +95,9 @@ func (s *Service) PlanPullRequest(ctx context.Context, repoName string, number i
 			if err := s.queuePlanStatus(ctx, tx, repo, p); err != nil {
 				return err
 			}
+		}
+		if err := s.queuePlanComment(ctx, tx, repo, number); err != nil {
+			return err
 		}
 		return models.AppendLog(ctx, tx, &models.LogEntry{
 			DeploymentID: fmt.Sprintf("%s#%d", repoName, number), TargetID: RepositoryTarget(repoName), Revision: headSHA,
@@ -215,6 +221,9 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64, generation int) e
 			event, detail = EventPlanFailed, map[string]any{"error": p.Error}
 		}
 		if err := s.logPlan(ctx, tx, p, event, detail); err != nil {
+			return err
+		}
+		if err := s.queuePlanComment(ctx, tx, repo, p.PRNumber); err != nil {
 			return err
 		}
 		return s.queuePlanStatus(ctx, tx, repo, p)

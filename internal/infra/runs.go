@@ -73,13 +73,14 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
 		return scanErr // git or the database: River retries
 	}
-	base := run.BaseCommit // what the scan compared the merge with
+	base := run.BaseCommit                      // what the scan compared the merge with
+	merge, head := run.MergeCommit, run.HeadSHA // a reconcile run's are the trunk's head, found by the scan
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, runID)
 		if err != nil || run.Status != models.RunScanning {
 			return err
 		}
-		run.BaseCommit = base
+		run.BaseCommit, run.MergeCommit, run.HeadSHA = base, merge, head
 		var specs []infrarun.Spec
 		if scanErr == nil {
 			specs, scanErr = infrarun.Plan(run.PRNumber, run.MergeCommit, found.units, engineAccounts(repo.Accounts), newRand())
@@ -106,7 +107,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 			return err
 		}
 		run.Status = models.RunRunning
-		if err := models.UpdateRun(ctx, tx, run, "status", "base_commit", "deleted_units"); err != nil {
+		if err := models.UpdateRun(ctx, tx, run, "status", "base_commit", "deleted_units", "merge_commit", "head_sha"); err != nil {
 			return err
 		}
 		collected := make([]string, len(xs))
@@ -187,6 +188,14 @@ type scanned struct {
 // scan collects the run's units at the merge commit.
 func (s *Service) scan(ctx context.Context, repo *models.Repository, run *models.Run) (scanned, error) {
 	var out scanned
+	if isReconcile(run) {
+		path, err := s.reconcileScan(ctx, repo, run)
+		if err != nil {
+			return out, err
+		}
+		out.units = []infrarun.Unit{{Path: path}}
+		return out, nil
+	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, run.MergeCommit)
 	if err != nil {
 		return out, err
@@ -442,8 +451,13 @@ func (s *Service) endRun(ctx context.Context, tx jobs.Tx, run *models.Run, succe
 	if succeeded {
 		run.Status, event = models.RunSucceeded, EventRunSucceeded
 	}
-	if err := models.UpdateRun(ctx, tx, run, "status", "finished_at", "error", "base_commit", "deleted_units"); err != nil {
+	if err := models.UpdateRun(ctx, tx, run, "status", "finished_at", "error", "base_commit", "deleted_units", "merge_commit", "head_sha"); err != nil {
 		return err
+	}
+	if succeeded && isReconcile(run) {
+		if err := s.recheckAfterReconcile(ctx, tx, run); err != nil {
+			return err
+		}
 	}
 	if err := s.log(ctx, tx, run, RunTarget(run.ID), event, "gantry", map[string]any{"error": run.Error, "deleted_units": run.DeletedUnits}); err != nil {
 		return err

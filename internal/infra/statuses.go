@@ -60,6 +60,13 @@ func (s *Service) planStatus(p *models.PRPlan) github.Status {
 
 // mergeLockStatus is what the merge-lock status of a pull request says.
 func (s *Service) mergeLockStatus(lock *models.MergeLock, number int) github.Status {
+	if lock != nil && lock.PRNumber == 0 {
+		return github.Status{
+			State: github.StateFailure, Context: github.ContextMergeLock,
+			Description: fmt.Sprintf("locked by run %d: it reconciles drift", lock.RunID),
+			TargetURL:   s.BaseURL + pageurl.Run(lock.RunID),
+		}
+	}
 	if lock != nil && lock.PRNumber != number {
 		return github.Status{
 			State: github.StateFailure, Context: github.ContextMergeLock,

@@ -66,7 +66,12 @@ func repositoryRow(r gantryfile.Repository) *models.Repository {
 		InitCommand: nonNil(r.Commands.Init), PlanCommand: nonNil(r.Commands.Plan),
 		ApplyCommand: nonNil(r.Commands.Apply), DestroyCommand: nonNil(r.Commands.Destroy),
 		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"), PlanForks: r.PlanForks,
+		PlanComments: r.PlanCommentsEnabled(),
 	}
+	if r.Drift != nil {
+		row.DriftEverySeconds, row.DriftNotify = int(r.Drift.Every.Seconds()), lowerAll(r.Drift.Notify)
+	}
+	row.DriftNotify = nonNil(row.DriftNotify)
 	for _, a := range r.Accounts {
 		row.Accounts = append(row.Accounts, models.Account{
 			Name: a.Name, Path: a.Path, DependsOn: nonNil(a.DependsOn), PlanRole: a.PlanRole, ApplyRole: a.ApplyRole,

@@ -28,6 +28,9 @@ func Run(id int64) string { return "/infra/runs/" + strconv.FormatInt(id, 10) }
 // Plan is a pull request plan's page.
 func Plan(id int64) string { return "/infra/plans/" + strconv.FormatInt(id, 10) }
 
+// DriftCheck is the page of one drift check of a unit.
+func DriftCheck(id int64) string { return "/infra/drift/" + strconv.FormatInt(id, 10) }
+
 // Execution is an infrastructure execution's page.
 func Execution(executionID string) string { return "/infra/executions/" + url.PathEscape(executionID) }
 

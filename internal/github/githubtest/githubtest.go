@@ -1,6 +1,6 @@
 // Package githubtest is GitHub as Gantry's tests meet it: a REST API server
-// that answers "create a commit status" as GitHub documents it and records
-// what it was sent, and pull_request deliveries built from a real payload
+// that answers "create a commit status" and "create / update an issue
+// comment" as GitHub documents them and records what it was sent, and pull_request deliveries built from a real payload
 // and signed with the webhook secret exactly as GitHub signs them.
 package githubtest
 
@@ -54,7 +54,9 @@ type Server struct {
 	// Answer, when set, may answer a status request itself (returning
 	// true), to play GitHub's errors.
 	Answer func(w http.ResponseWriter) bool
-	HTTP   *httptest.Server
+	// AnswerComment does the same for comment requests (create and edit).
+	AnswerComment func(w http.ResponseWriter) bool
+	HTTP          *httptest.Server
 
 	repos   map[string]bool
 	commits map[string]bool
@@ -63,6 +65,7 @@ type Server struct {
 	requests []Request
 	statuses []Status
 	nextID   int64
+	comments []*Comment
 }
 
 // New starts a server that lives until the test ends.
@@ -83,6 +86,8 @@ func New(t testing.TB, o Options) *Server {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+o.Prefix+"/repos/{owner}/{repo}/statuses/{sha}", s.createStatus)
+	mux.HandleFunc("POST "+o.Prefix+"/repos/{owner}/{repo}/issues/{number}/comments", s.createComment)
+	mux.HandleFunc("PATCH "+o.Prefix+"/repos/{owner}/{repo}/issues/comments/{id}", s.editComment)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, nil)
 		WriteJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"})

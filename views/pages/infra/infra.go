@@ -135,6 +135,7 @@ type IndexView struct {
 	Pulls    []PullRow
 	Runs     []RunRow
 	MoreRuns bool // there are older runs than those listed
+	Drift    DriftSection
 	Setup    Setup
 }
 

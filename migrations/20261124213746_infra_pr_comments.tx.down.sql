@@ -1,0 +1,2 @@
+DROP TABLE pr_plan_comments;
+ALTER TABLE repositories DROP COLUMN plan_comments;
