@@ -75,7 +75,7 @@ func (s *Service) SweepDrift(ctx context.Context, repoName string) error {
 	if err != nil || repo.RemovedAt != nil || repo.DriftEverySeconds == 0 {
 		return err
 	}
-	commit, units, scanErr := s.trunkUnits(ctx, repo)
+	commit, units, unreadable, scanErr := s.trunkUnits(ctx, repo)
 	if scanErr != nil && !isConfigError(scanErr) {
 		return scanErr
 	}
@@ -103,6 +103,15 @@ func (s *Service) SweepDrift(ctx context.Context, repoName string) error {
 			return err
 		}
 		for _, c := range checks {
+			if why, ok := unreadable[c.Path]; ok {
+				// Its plan would only fail less clearly: the check fails
+				// now with Gantry's reason, the others go on.
+				c.Status, c.Error = models.DriftFailed, "Gantry cannot read this unit's configuration:\n"+why
+				if _, err := models.FinishDriftCheck(ctx, tx, &c); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := tx.Enqueue(ctx, jobs.DriftPlanArgs{CheckID: c.ID, Repository: c.Repository, Path: c.Path}, nil); err != nil {
 				return err
 			}
@@ -114,32 +123,39 @@ func (s *Service) SweepDrift(ctx context.Context, repoName string) error {
 
 // trunkUnits scans the head of the trunk and returns it with its units in
 // dependency order.
-func (s *Service) trunkUnits(ctx context.Context, repo *models.Repository) (string, []string, error) {
+func (s *Service) trunkUnits(ctx context.Context, repo *models.Repository) (commit string, units []string, unreadable map[string]string, err error) {
 	trunk := "refs/heads/" + repo.Trunk
 	mirror, err := s.Git.Fetch(ctx, repo.URL, trunk)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	commit, err := mirror.ResolveRef(ctx, trunk)
-	if err != nil {
-		return "", nil, err
+	if commit, err = mirror.ResolveRef(ctx, trunk); err != nil {
+		return "", nil, nil, err
 	}
 	ws, err := s.workspace("drift-scan")
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	defer os.RemoveAll(ws)
 	dir := checkoutDir(ws)
 	if err := mirror.Checkout(ctx, commit, dir); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), dir) }()
+	// A unit Gantry cannot read fails its own check, not the sweep: the
+	// scan returns the graph with it unless the whole tree is unreadable.
 	g, err := tgraph.Scan(dir)
-	if err != nil {
-		return commit, nil, err
+	if g == nil {
+		return commit, nil, nil, err
 	}
-	units, err := g.Order()
-	return commit, units, err
+	for _, u := range g.Broken() {
+		if unreadable == nil {
+			unreadable = map[string]string{}
+		}
+		unreadable[u.Path] = errorLines(u.Errors)
+	}
+	units, err = g.Order()
+	return commit, units, unreadable, err
 }
 
 // RunDriftCheck plans one unit at the sweep's commit, streaming the output
@@ -319,7 +335,7 @@ func (s *Service) reconcileScan(ctx context.Context, repo *models.Repository, ru
 	if err != nil {
 		return "", err
 	}
-	commit, units, err := s.trunkUnits(ctx, repo)
+	commit, units, _, err := s.trunkUnits(ctx, repo)
 	if err != nil {
 		return "", err
 	}

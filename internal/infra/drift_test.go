@@ -178,6 +178,26 @@ func TestDrift_failingPlanIsShownNotFatal(t *testing.T) {
 	require.Error(t, err, "a failed check has nothing to reconcile")
 }
 
+// TestDrift_unreadableUnitFailsOnlyItsCheck: a unit Gantry cannot read on
+// the trunk fails its own check with the reason; the sweep goes on.
+func TestDrift_unreadableUnitFailsOnlyItsCheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.repo.Write(map[string]string{infratest.RDS + "/terragrunt.hcl": "dependency \"vpc\" {\n  config_path = \"../vpc\"\n}\n\ndependency \"gone\" {\n  config_path = \"../gone\"\n}\n"})
+	b.repo.Commit("rds names a directory that does not exist")
+	b.repo.Push(infratest.Trunk)
+	b.Sync(t, b.withDrift())
+
+	d := b.sweep(t)
+	require.Empty(t, d.Sweep.Error, "the sweep is not failed by one unit")
+	require.Contains(t, paths(d.Failed), infratest.RDS)
+	require.Equal(t, "Gantry cannot read this unit's configuration:\n"+infratest.RDS+`/terragrunt.hcl:6: dependency "gone": config_path ../gone is not a directory with terragrunt.hcl`,
+		lastCheckOf(t, b, infratest.RDS).Error)
+	for _, unit := range []string{infratest.DNS, infratest.VPC} {
+		require.Equal(t, models.DriftSucceeded, lastCheckOf(t, b, unit).Status, unit)
+	}
+}
+
 // TestDrift_offByDefault: a repository without drift in gantry.yaml gets
 // no sweep and no drift plan, whenever the schedule runs.
 func TestDrift_offByDefault(t *testing.T) {
