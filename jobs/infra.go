@@ -97,8 +97,15 @@ func InfraArea(infra Infra) Area {
 				&river.PeriodicJobOpts{ID: "reconcile_infra", RunOnStart: true}),
 		},
 		LongestJob: infra.JobTimeout(),
+		Heartbeats: InfraHeartbeats(),
 		Stale:      infra.StaleJob,
 	}
+}
+
+// InfraHeartbeats are the infrastructure job kinds that run commands, so
+// keep heartbeats for the sweep (Infra.Reconcile).
+func InfraHeartbeats() []string {
+	return []string{RunPRPlanArgs{}.Kind(), PlanExecutionArgs{}.Kind(), ApplyExecutionArgs{}.Kind()}
 }
 
 func infraOpts(maxAttempts int) river.InsertOpts {

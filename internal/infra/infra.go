@@ -57,6 +57,8 @@ const (
 	EventExecutionAborted      = "execution-aborted"
 	EventExecutionInterrupted  = "execution-interrupted"
 	EventExecutionResolved     = "execution-interruption-resolved"
+	EventExecutionRequeued     = "execution-requeued"
+	EventPlanRequeued          = "pull-request-plan-requeued"
 )
 
 // Service is the infrastructure delivery area.
@@ -89,7 +91,11 @@ type Service struct {
 	Env []string
 	// Metrics, when set, count deliveries and time commands.
 	Metrics *Metrics
-	Now     func() time.Time
+	// HeartbeatInterval is how often the jobs that run commands say they
+	// are alive (GANTRY_HEARTBEAT_INTERVAL); Reconcile takes one quiet for
+	// jobs.QuietAfter of it for dead. Zero: DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	Now               func() time.Time
 }
 
 // RoleAssumer assumes an IAM role for one command (awsenv.Provider).
@@ -99,7 +105,8 @@ type RoleAssumer interface {
 
 // Defaults for the zero fields of a Service.
 const (
-	DefaultCommandTimeout = 2 * time.Hour
+	DefaultCommandTimeout    = 2 * time.Hour
+	DefaultHeartbeatInterval = 10 * time.Second
 )
 
 func (s *Service) now() time.Time {
