@@ -1,0 +1,204 @@
+package infra_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/app"
+	"github.com/gantryhq/gantry/internal/approvals"
+	"github.com/gantryhq/gantry/internal/config"
+	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/infra/infratest"
+	"github.com/gantryhq/gantry/internal/servertest"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// testWorkerEnv makes the test binary a `gantry worker` (TestMain): the
+// application's own assembly over the database the variable names, working
+// every queue until it is killed. Not GANTRY_…: config.Load refuses
+// variables it does not know.
+const testWorkerEnv = "INFRA_TEST_WORKER_DATABASE_URL"
+
+// deadWorkerHeartbeat is the heartbeat interval of the dead-worker test:
+// its worker is taken for dead after jobs.QuietAfter of it (3 s).
+const deadWorkerHeartbeat = 500 * time.Millisecond
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(testWorkerEnv); url != "" {
+		if err := runTestWorker(url); err != nil {
+			fmt.Fprintln(os.Stderr, "test worker:", err)
+		}
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// runTestWorker works jobs as gantry worker does, until killed.
+func runTestWorker(url string) error {
+	ctx := context.Background()
+	cfg, err := config.Load([]string{
+		"DATABASE_URL=" + url, "GANTRY_SECRET_KEY=" + strings.Repeat("k", 32), "GANTRY_BASE_URL=" + servertest.BaseURL,
+		"GANTRY_COMMAND_TIMEOUT=5m", "GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String(),
+		"GANTRY_WORK_DIR=" + os.Getenv("INFRA_TEST_WORKER_DIR"),
+	}, nil)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("GANTRY_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	a, err := app.Open(ctx, app.Options{Config: cfg, Logger: logger, Getenv: func(string) string { return "" }})
+	if err != nil {
+		return err
+	}
+	client, err := a.RiverClient(jobs.ClientOptions{Work: true, Concurrency: 4, SkipPeriodic: true, FetchPollInterval: 100 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	select {}
+}
+
+// startTestWorker runs a test worker process on b's database.
+func startTestWorker(t *testing.T, b *bundle) *exec.Cmd {
+	t.Helper()
+	w := exec.Command(os.Args[0], "-test.run=^$")
+	w.Env = append(os.Environ(), testWorkerEnv+"="+b.DB.Pool.Config().ConnString(), "INFRA_TEST_WORKER_DIR="+t.TempDir())
+	w.Stderr = os.Stderr
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		_ = w.Process.Kill()
+		_ = w.Wait()
+	})
+	return w
+}
+
+// TestDeadWorker_applyIsInterruptedInMinutes: kill -9 of the worker process
+// in the middle of an apply. The apply's processes die with it (a
+// local-exec style grandchild too), the sweep notices from the quiet
+// heartbeat within its window — not at River's rescue hours later — and the
+// execution is interrupted, never applied again; the dead attempt's job is
+// cancelled, so River's rescue ends it instead of running it; the merge
+// lock stays held and says why.
+func TestDeadWorker_applyIsInterruptedInMinutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorkers: true, env: []string{"GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String()}})
+	worker := startTestWorker(t, b)
+
+	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
+	_, run := b.merge(t, p)
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+
+	// The apply: a side effect, then a local-exec style child that runs on.
+	dir := t.TempDir()
+	applied, pids := filepath.Join(dir, "applied"), filepath.Join(dir, "pids")
+	x.ApplyCommand = []string{"sh", "-c", `echo applied >> "$0"; echo "aws_vpc.main: Creating..."
+sh -c 'sleep 1000 & echo $! > "$0.child"; wait' "$1" &
+until [ -s "$1.child" ]; do sleep 0.05; done
+{ echo $$; cat "$1.child"; } > "$1.tmp" && mv "$1.tmp" "$1"
+wait`, applied, pids}
+	require.NoError(t, models.UpdateExecution(b.ctx, b.DB.Bun, x, "apply_command"))
+	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: x.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaDashboard})
+	require.NoError(t, err)
+
+	var tree []int
+	servertest.WaitFor(t, func() (bool, string) {
+		data, err := os.ReadFile(pids)
+		if err != nil {
+			return false, "the apply has not started its processes"
+		}
+		tree = nil
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			tree = append(tree, pid)
+		}
+		return len(tree) == 2, fmt.Sprintf("pids %v", tree)
+	})
+
+	// A live worker is not taken for dead, however long it runs: wait
+	// until the apply has run past the quiet window, beating.
+	quiet := jobs.QuietAfter(deadWorkerHeartbeat)
+	servertest.WaitFor(t, func() (bool, string) {
+		hb, err := models.HeartbeatOf(b.ctx, b.DB.Bun, []string{jobs.ApplyExecutionArgs{}.Kind()}, "execution_id", x.ID)
+		require.NoError(t, err)
+		if hb == nil {
+			return false, "no heartbeat"
+		}
+		return hb.BeatAt.Sub(hb.StartedAt) > quiet, fmt.Sprintf("beating for %s", hb.BeatAt.Sub(hb.StartedAt))
+	})
+	require.NoError(t, b.Infra.Reconcile(b.ctx))
+	require.Equal(t, models.StepApplying, b.mustExecution(t, run.ID, infratest.VPC).Step, "a worker that beats is alive")
+
+	require.NoError(t, worker.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	_ = worker.Wait()
+	for _, pid := range tree {
+		servertest.WaitFor(t, func() (bool, string) {
+			return !processAlive(pid), fmt.Sprintf("process %d of the apply outlived its worker", pid)
+		})
+	}
+
+	// The sweep (River's leader runs it every minute) notices.
+	servertest.WaitFor(t, func() (bool, string) {
+		require.NoError(t, b.Infra.Reconcile(b.ctx))
+		got := b.mustExecution(t, run.ID, infratest.VPC)
+		return got.Step == models.StepInterrupted, "execution is " + got.Status + "/" + got.Step
+	})
+	noticed := time.Since(killed)
+	require.GreaterOrEqual(t, noticed, quiet-time.Second, "not before the heartbeat went quiet")
+	t.Logf("noticed %s after the kill (window %s)", noticed.Round(time.Millisecond), quiet)
+
+	data, err := os.ReadFile(applied)
+	require.NoError(t, err)
+	require.Equal(t, "applied\n", string(data), "the apply ran once")
+	full, err := models.ExecutionByID(b.ctx, b.DB.Bun, x.ID)
+	require.NoError(t, err)
+	require.Contains(t, full.ApplyOutput, "aws_vpc.main: Creating...", "the partial output is kept")
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Target: infra.ExecutionTarget(x.ExecutionID), Event: infra.EventExecutionInterrupted})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Contains(t, fmt.Sprint(entries[0].Detail), "no heartbeat since")
+
+	// River will not run the dead attempt again: it was cancelled, which
+	// its rescue honours, and the worker's heartbeat row is gone.
+	var cancelAttempted bool
+	require.NoError(t, b.DB.Bun.NewRaw(`SELECT metadata->>'cancel_attempted_at' IS NOT NULL FROM river_job WHERE kind = ? AND (args->>'execution_id')::bigint = ?`,
+		jobs.ApplyExecutionArgs{}.Kind(), x.ID).Scan(b.ctx, &cancelAttempted))
+	require.True(t, cancelAttempted)
+	hb, err := models.HeartbeatOf(b.ctx, b.DB.Bun, []string{jobs.ApplyExecutionArgs{}.Kind()}, "execution_id", x.ID)
+	require.NoError(t, err)
+	require.Nil(t, hb)
+
+	// The run waits with the merge lock held, for an operator.
+	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
+	require.NoError(t, err)
+	require.NotNil(t, lock)
+	require.Equal(t, run.ID, lock.RunID)
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
