@@ -69,9 +69,11 @@ type supervisorReport struct {
 
 // A binary that runs commands through Run is also their supervisor: when
 // started in the hidden mode it supervises and exits before main runs.
+// It exits with syscall.Exit: there is nothing to flush, and os.Exit would
+// let a race-detector build linger a second at exit, on every command.
 func init() {
 	if os.Getenv(supervisorEnv) == "1" {
-		os.Exit(supervise(os.Args[1:]))
+		syscall.Exit(supervise(os.Args[1:]))
 	}
 }
 

@@ -146,3 +146,21 @@ func parentOf(t *testing.T, pid int) int {
 	require.NoError(t, err)
 	return ppid
 }
+
+// BenchmarkRun_true is what running a command costs, the supervisor's
+// start included; BenchmarkExec_true is the floor: os/exec alone.
+func BenchmarkRun_true(b *testing.B) {
+	for b.Loop() {
+		if _, err := runner.Run(b.Context(), runner.Command{Argv: []string{"true"}, Timeout: time.Minute}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkExec_true(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
