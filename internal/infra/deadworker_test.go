@@ -1,11 +1,8 @@
 package infra_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,9 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/internal/approvals"
-	"github.com/gantryhq/gantry/internal/config"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
@@ -25,67 +20,13 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// testWorkerEnv makes the test binary a `gantry worker` (TestMain): the
-// application's own assembly over the database the variable names, working
-// every queue until it is killed. Not GANTRY_…: config.Load refuses
-// variables it does not know.
-const testWorkerEnv = "INFRA_TEST_WORKER_DATABASE_URL"
-
-// deadWorkerHeartbeat is the heartbeat interval of the dead-worker test:
-// its worker is taken for dead after jobs.QuietAfter of it (3 s).
+// deadWorkerHeartbeat is the heartbeat interval of the dead-worker tests:
+// a worker is taken for dead after jobs.QuietAfter of it (3 s).
 const deadWorkerHeartbeat = 500 * time.Millisecond
 
 func TestMain(m *testing.M) {
-	if url := os.Getenv(testWorkerEnv); url != "" {
-		if err := runTestWorker(url); err != nil {
-			fmt.Fprintln(os.Stderr, "test worker:", err)
-		}
-		os.Exit(1)
-	}
+	servertest.RunWorkerProcessIfAsked()
 	os.Exit(m.Run())
-}
-
-// runTestWorker works jobs as gantry worker does, until killed.
-func runTestWorker(url string) error {
-	ctx := context.Background()
-	cfg, err := config.Load([]string{
-		"DATABASE_URL=" + url, "GANTRY_SECRET_KEY=" + strings.Repeat("k", 32), "GANTRY_BASE_URL=" + servertest.BaseURL,
-		"GANTRY_COMMAND_TIMEOUT=5m", "GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String(),
-		"GANTRY_WORK_DIR=" + os.Getenv("INFRA_TEST_WORKER_DIR"),
-	}, nil)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("GANTRY_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	a, err := app.Open(ctx, app.Options{Config: cfg, Logger: logger, Getenv: func(string) string { return "" }})
-	if err != nil {
-		return err
-	}
-	client, err := a.RiverClient(jobs.ClientOptions{Work: true, Concurrency: 4, SkipPeriodic: true, FetchPollInterval: 100 * time.Millisecond})
-	if err != nil {
-		return err
-	}
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
-	select {}
-}
-
-// startTestWorker runs a test worker process on b's database.
-func startTestWorker(t *testing.T, b *bundle) *exec.Cmd {
-	t.Helper()
-	w := exec.Command(os.Args[0], "-test.run=^$")
-	w.Env = append(os.Environ(), testWorkerEnv+"="+b.DB.Pool.Config().ConnString(), "INFRA_TEST_WORKER_DIR="+t.TempDir())
-	w.Stderr = os.Stderr
-	require.NoError(t, w.Start())
-	t.Cleanup(func() {
-		_ = w.Process.Kill()
-		_ = w.Wait()
-	})
-	return w
 }
 
 // TestDeadWorker_applyIsInterruptedInMinutes: kill -9 of the worker process
@@ -98,7 +39,7 @@ func startTestWorker(t *testing.T, b *bundle) *exec.Cmd {
 func TestDeadWorker_applyIsInterruptedInMinutes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{noWorkers: true, env: []string{"GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String()}})
-	worker := startTestWorker(t, b)
+	worker := b.StartWorkerProcess(t)
 
 	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
 	_, run := b.merge(t, p)
