@@ -88,15 +88,26 @@ func ClaimQuietJob(ctx context.Context, db bun.IDB, jobID int64, attempt int, qu
 	return n > 0, err
 }
 
-// HeartbeatOf is the heartbeat of the running job of one of kinds whose
-// argument field (execution_id, …) is id; nil when none beats.
-func HeartbeatOf(ctx context.Context, db bun.IDB, kinds []string, field string, id int64) (*JobHeartbeat, error) {
-	var hbs []JobHeartbeat
-	err := db.NewSelect().Model(&hbs).
-		Where("EXISTS (SELECT 1 FROM river_job AS j WHERE j.id = hb.job_id AND j.kind IN (?) AND (j.args->>?)::bigint = ?)", bun.In(kinds), field, id).
-		OrderExpr("hb.beat_at DESC").Limit(1).Scan(ctx)
-	if err != nil || len(hbs) == 0 {
-		return nil, err
+// HeartbeatsOf are the heartbeats of the running jobs of the given kinds
+// whose argument field (execution_id, …) is one of ids, by that id (the
+// latest when two beat).
+func HeartbeatsOf(ctx context.Context, db bun.IDB, kinds []string, field string, ids []int64) (map[int64]JobHeartbeat, error) {
+	out := make(map[int64]JobHeartbeat)
+	if len(ids) == 0 {
+		return out, nil
 	}
-	return &hbs[0], nil
+	var rows []struct {
+		JobHeartbeat
+		Of int64 `bun:"of"`
+	}
+	err := db.NewRaw(`SELECT hb.*, (j.args->>?)::bigint AS of FROM job_heartbeats AS hb JOIN river_job AS j ON j.id = hb.job_id
+		WHERE j.kind IN (?) AND (j.args->>?)::bigint IN (?) ORDER BY hb.beat_at`,
+		field, bun.In(kinds), field, bun.In(ids)).Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading heartbeats: %w", err)
+	}
+	for _, r := range rows {
+		out[r.Of] = r.JobHeartbeat
+	}
+	return out, nil
 }

@@ -76,9 +76,10 @@ wait`, applied, pids}
 	// until the apply has run past the quiet window, beating.
 	quiet := jobs.QuietAfter(deadWorkerHeartbeat)
 	servertest.WaitFor(t, func() (bool, string) {
-		hb, err := models.HeartbeatOf(b.ctx, b.DB.Bun, []string{jobs.ApplyExecutionArgs{}.Kind()}, "execution_id", x.ID)
+		hbs, err := models.HeartbeatsOf(b.ctx, b.DB.Bun, jobs.InfraHeartbeats(), "execution_id", []int64{x.ID})
 		require.NoError(t, err)
-		if hb == nil {
+		hb, ok := hbs[x.ID]
+		if !ok {
 			return false, "no heartbeat"
 		}
 		return hb.BeatAt.Sub(hb.StartedAt) > quiet, fmt.Sprintf("beating for %s", hb.BeatAt.Sub(hb.StartedAt))
@@ -122,9 +123,9 @@ wait`, applied, pids}
 	require.NoError(t, b.DB.Bun.NewRaw(`SELECT metadata->>'cancel_attempted_at' IS NOT NULL FROM river_job WHERE kind = ? AND (args->>'execution_id')::bigint = ?`,
 		jobs.ApplyExecutionArgs{}.Kind(), x.ID).Scan(b.ctx, &cancelAttempted))
 	require.True(t, cancelAttempted)
-	hb, err := models.HeartbeatOf(b.ctx, b.DB.Bun, []string{jobs.ApplyExecutionArgs{}.Kind()}, "execution_id", x.ID)
+	hbs, err := models.HeartbeatsOf(b.ctx, b.DB.Bun, jobs.InfraHeartbeats(), "execution_id", []int64{x.ID})
 	require.NoError(t, err)
-	require.Nil(t, hb)
+	require.Empty(t, hbs)
 
 	// The run waits with the merge lock held, for an operator.
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")

@@ -79,9 +79,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	})
 }
 
-// quietAfter is how long a job's heartbeat may be quiet before its worker
-// is taken for dead.
-func (s *Service) quietAfter() time.Duration {
+// QuietAfter is how long a plan or apply job's heartbeat may be quiet
+// before the sweep takes its worker for dead.
+func (s *Service) QuietAfter() time.Duration {
 	interval := s.HeartbeatInterval
 	if interval <= 0 {
 		interval = DefaultHeartbeatInterval
@@ -99,7 +99,7 @@ func (s *Service) quietAfter() time.Duration {
 // so that River never runs it again, and so that, should its worker be
 // alive after all, it stops its command and records nothing.
 func (s *Service) handOnDeadWork(ctx context.Context) error {
-	quiet := s.quietAfter()
+	quiet := s.QuietAfter()
 	dead, err := models.QuietJobs(ctx, s.Queue.DB(), jobs.InfraHeartbeats(), quiet)
 	if err != nil {
 		return err
@@ -110,6 +110,20 @@ func (s *Service) handOnDeadWork(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ExecutionHeartbeats are the heartbeats of the plan and apply jobs
+// running for the executions xs, by execution row id: when each one's
+// worker last said it was alive, for the pages saying why a merge lock is
+// held.
+func (s *Service) ExecutionHeartbeats(ctx context.Context, xs []models.Execution) (map[int64]models.JobHeartbeat, error) {
+	var ids []int64
+	for i := range xs {
+		if xs[i].Status == models.ExecRunning && (xs[i].Step == models.StepPlanning || xs[i].Step == models.StepApplying) {
+			ids = append(ids, xs[i].ID)
+		}
+	}
+	return models.HeartbeatsOf(ctx, s.Queue.DB(), []string{jobs.PlanExecutionArgs{}.Kind(), jobs.ApplyExecutionArgs{}.Kind()}, "execution_id", ids)
 }
 
 // deadJobArgs are the fields of the arguments of every kind in
