@@ -102,10 +102,11 @@ func InfraArea(infra Infra) Area {
 	}
 }
 
-// InfraHeartbeats are the infrastructure job kinds that run commands, so
-// keep heartbeats for the sweep (Infra.Reconcile).
+// InfraHeartbeats are the infrastructure job kinds that run commands (a
+// run's scan runs git, and plans with scan: plan), so keep heartbeats for
+// the sweep (Infra.Reconcile).
 func InfraHeartbeats() []string {
-	return []string{RunPRPlanArgs{}.Kind(), PlanExecutionArgs{}.Kind(), ApplyExecutionArgs{}.Kind()}
+	return []string{StartRunArgs{}.Kind(), RunPRPlanArgs{}.Kind(), PlanExecutionArgs{}.Kind(), ApplyExecutionArgs{}.Kind()}
 }
 
 func infraOpts(maxAttempts int) river.InsertOpts {

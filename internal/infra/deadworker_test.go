@@ -3,6 +3,7 @@ package infra_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -143,4 +144,131 @@ func processAlive(pid int) bool {
 	s := string(stat)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+}
+
+// blockingTool puts a stand-in for tool on a PATH it returns: the first
+// call whose arguments contain pattern starts a child that runs on, writes
+// that child's pid to <dir>/<name>.child, and waits; every other call is
+// the real tool's. A worker running it is then killed mid-command.
+func blockingTool(t *testing.T, dir, tool string, blocks map[string]string) string {
+	t.Helper()
+	real, err := exec.LookPath(tool)
+	require.NoError(t, err)
+	var script strings.Builder
+	fmt.Fprintf(&script, "#!/bin/sh\n")
+	for name, pattern := range blocks {
+		fmt.Fprintf(&script, `case " $* " in *%[1]s*)
+  if mkdir %[2]s/%[3]s.once 2>/dev/null; then
+    sh -c 'sleep 1000 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait' %[2]s/%[3]s.child &
+    wait; exit 1
+  fi;;
+esac
+`, pattern, dir, name)
+	}
+	fmt.Fprintf(&script, "exec %s \"$@\"\n", real)
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, tool), []byte(script.String()), 0o755))
+	return "PATH=" + bin + ":" + os.Getenv("PATH")
+}
+
+// killWhenBlocked waits for blockingTool's child called name, kills the
+// worker with kill -9, and waits for the child to die with it.
+func killWhenBlocked(t *testing.T, worker *exec.Cmd, dir, name string) {
+	t.Helper()
+	var child int
+	servertest.WaitFor(t, func() (bool, string) {
+		data, err := os.ReadFile(filepath.Join(dir, name+".child"))
+		if err != nil {
+			return false, name + " has not blocked yet"
+		}
+		child, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		require.NoError(t, err)
+		return true, ""
+	})
+	require.NoError(t, worker.Process.Signal(syscall.SIGKILL))
+	_ = worker.Wait()
+	servertest.WaitFor(t, func() (bool, string) {
+		return !processAlive(child), fmt.Sprintf("the child %d of %s outlived its worker", child, name)
+	})
+}
+
+// logged reports whether target's log has event.
+func (b *bundle) logged(t *testing.T, target, event string) bool {
+	t.Helper()
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Target: target, Event: event})
+	require.NoError(t, err)
+	return len(entries) > 0
+}
+
+// TestDeadWorker_plansRunAgain: kill -9 of the worker in the middle of a
+// pull request's plan, then of another in the middle of an execution's
+// plan. A plan changes nothing, so the sweep queues each again as soon as
+// the heartbeat is quiet; the next worker plans, and the run goes on to
+// its vote.
+func TestDeadWorker_plansRunAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorkers: true, env: []string{"GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String()}})
+	dir := t.TempDir()
+	path := blockingTool(t, dir, "terraform", map[string]string{"pr-plan": `"/jobs/plan-"*" plan "`, "exec-plan": `"/jobs/exec-"*" plan "`})
+
+	p := b.repo.OpenPR(8, b.vpcChange("vpc-v8"))
+	first := b.StartWorkerProcess(t, path)
+	res := b.Deliver(t, "pull_request", b.repo.Event(p, "opened", ""))
+	require.Equal(t, infra.WebhookAccepted, res.Outcome, res.Message)
+	killWhenBlocked(t, first, dir, "pr-plan")
+	worker := b.StartWorkerProcess(t, path)
+	servertest.WaitFor(t, func() (bool, string) {
+		require.NoError(t, b.Infra.Reconcile(b.ctx))
+		plans, err := models.PlansOfPullRequest(b.ctx, b.DB.Bun, "live", p.Number, p.Head)
+		require.NoError(t, err)
+		if len(plans) != 1 {
+			return false, fmt.Sprintf("%d plans", len(plans))
+		}
+		return plans[0].Status == models.PlanSucceeded && b.logged(t, infra.PlanTarget(plans[0].ID), infra.EventPlanRequeued),
+			"the plan is " + plans[0].Status
+	})
+
+	_, run := b.merge(t, p)
+	killWhenBlocked(t, worker, dir, "exec-plan")
+	b.StartWorkers(t)
+	servertest.WaitFor(t, func() (bool, string) {
+		require.NoError(t, b.Infra.Reconcile(b.ctx))
+		x := b.mustExecution(t, run.ID, infratest.VPC)
+		return x.Step == models.StepVoting, "vpc is " + x.Status + "/" + x.Step
+	})
+	x := b.mustExecution(t, run.ID, infratest.VPC)
+	require.True(t, b.logged(t, infra.ExecutionTarget(x.ExecutionID), infra.EventExecutionRequeued))
+	full, err := models.ExecutionByID(b.ctx, b.DB.Bun, x.ID)
+	require.NoError(t, err)
+	require.Contains(t, full.PlanOutput, `"vpc-v8"`, "the plan that counts is the second, whole")
+}
+
+// TestDeadWorker_scanRunsAgain: kill -9 of the worker while a run scans the
+// merge (git). The sweep queues the scan again and makes the new job the
+// run's scanner; the run goes on to plan, its merge lock held throughout.
+func TestDeadWorker_scanRunsAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorkers: true, env: []string{"GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String()}})
+	dir := t.TempDir()
+	path := blockingTool(t, dir, "git", map[string]string{"scan": `" diff-tree "`})
+
+	worker := b.StartWorkerProcess(t, path)
+	p := b.repo.OpenPR(9, b.vpcChange("vpc-v9"))
+	_, run := b.merge(t, p)
+	killWhenBlocked(t, worker, dir, "scan")
+	scanning, err := models.RunByID(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, models.RunScanning, scanning.Status)
+
+	b.StartWorkers(t)
+	servertest.WaitFor(t, func() (bool, string) {
+		require.NoError(t, b.Infra.Reconcile(b.ctx))
+		xs := b.executions(t, run.ID)
+		return xs[infratest.VPC] == models.ExecRunning, fmt.Sprintf("executions %v", xs)
+	})
+	require.True(t, b.logged(t, infra.RunTarget(run.ID), infra.EventRunRequeued))
+	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
+	require.NoError(t, err)
+	require.Equal(t, run.ID, lock.RunID)
 }

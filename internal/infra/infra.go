@@ -57,6 +57,7 @@ const (
 	EventExecutionAborted      = "execution-aborted"
 	EventExecutionInterrupted  = "execution-interrupted"
 	EventExecutionResolved     = "execution-interruption-resolved"
+	EventRunRequeued           = "run-requeued"
 	EventExecutionRequeued     = "execution-requeued"
 	EventPlanRequeued          = "pull-request-plan-requeued"
 )

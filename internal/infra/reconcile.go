@@ -94,8 +94,8 @@ func (s *Service) QuietAfter() time.Duration {
 // the database) and hands their work on in minutes, where River's rescue
 // would wait for the longest job plus half an hour. An apply that began is
 // never run again: it is interrupted for an operator (ResolveInterrupted),
-// its partial output kept. A plan, a pull request's plan, and an apply
-// that had not begun are queued again. The dead attempt's job is cancelled
+// its partial output kept. A run's scan, a plan, a pull request's plan, and
+// an apply that had not begun are queued again. The dead attempt's job is cancelled
 // so that River never runs it again, and so that, should its worker be
 // alive after all, it stops its command and records nothing.
 func (s *Service) handOnDeadWork(ctx context.Context) error {
@@ -129,6 +129,7 @@ func (s *Service) ExecutionHeartbeats(ctx context.Context, xs []models.Execution
 // deadJobArgs are the fields of the arguments of every kind in
 // jobs.InfraHeartbeats.
 type deadJobArgs struct {
+	RunID       int64 `json:"run_id"`
 	ExecutionID int64 `json:"execution_id"`
 	Superseded  int64 `json:"superseded"`
 	ApprovalID  int64 `json:"approval_id"`
@@ -156,6 +157,8 @@ func (s *Service) handOn(ctx context.Context, q *models.QuietJob, quiet time.Dur
 			return err
 		}
 		switch q.Kind {
+		case jobs.StartRunArgs{}.Kind():
+			return s.handOnScan(ctx, tx, q, args, detail)
 		case jobs.RunPRPlanArgs{}.Kind():
 			return s.handOnPRPlan(ctx, tx, q, args, detail)
 		case jobs.ApplyExecutionArgs{}.Kind():
@@ -195,6 +198,28 @@ func (s *Service) handOnExecution(ctx context.Context, tx jobs.Tx, q *models.Qui
 	return tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID, Superseded: args.Superseded, Requeued: q.JobID}, nil)
 }
 
+// handOnScan queues again the scan of a run whose worker died, and makes
+// the new job the run's scanner (StartRun scans only for the job the run
+// names), unless the scan ended meanwhile.
+func (s *Service) handOnScan(ctx context.Context, tx jobs.Tx, q *models.QuietJob, args deadJobArgs, detail map[string]any) error {
+	run, err := models.LockRun(ctx, tx, args.RunID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil || run.Status != models.RunScanning || run.ScanJobID == nil || *run.ScanJobID != q.JobID {
+		return err
+	}
+	id, err := tx.EnqueueJob(ctx, jobs.StartRunArgs{RunID: run.ID}, nil)
+	if err != nil {
+		return err
+	}
+	run.ScanJobID = &id
+	if err := models.UpdateRun(ctx, tx, run, "scan_job_id"); err != nil {
+		return err
+	}
+	return s.log(ctx, tx, run, RunTarget(run.ID), EventRunRequeued, "gantry", detail)
+}
+
 // handOnPRPlan queues again a pull request's plan whose worker died, unless
 // a newer push or the end of the plan came first.
 func (s *Service) handOnPRPlan(ctx context.Context, tx jobs.Tx, q *models.QuietJob, args deadJobArgs, detail map[string]any) error {
@@ -211,7 +236,12 @@ func (s *Service) handOnPRPlan(ctx context.Context, tx jobs.Tx, q *models.QuietJ
 	if err := s.logPlan(ctx, tx, p, EventPlanRequeued, detail); err != nil {
 		return err
 	}
-	return tx.Enqueue(ctx, jobs.RunPRPlanArgs{PlanID: p.ID, Generation: p.Generation, Requeued: q.JobID}, nil)
+	// The plan names its job, so that a newer push cancels this one.
+	id, err := tx.EnqueueJob(ctx, jobs.RunPRPlanArgs{PlanID: p.ID, Generation: p.Generation, Requeued: q.JobID}, nil)
+	if err != nil {
+		return err
+	}
+	return models.SetPRPlanJob(ctx, tx, p.ID, id)
 }
 
 // AbortRun ends a run that is not over, for an operator: nobody casts the

@@ -67,12 +67,14 @@ func runWorkerProcess(url string) error {
 
 // StartWorkerProcess starts a worker process on s's database, with s's
 // configuration, working every area's jobs (not the sweeps: tests call
-// them) until the test ends or the test kills it.
-func (s *Server) StartWorkerProcess(t testing.TB) *exec.Cmd {
+// them) until the test ends or the test kills it. env overrides variables
+// of the process's environment (PATH, to put a command in the way).
+func (s *Server) StartWorkerProcess(t testing.TB, env ...string) *exec.Cmd {
 	t.Helper()
 	w := exec.Command(os.Args[0], "-test.run=^$")
 	w.Env = append(os.Environ(), workerDatabaseEnv+"="+s.DB.Pool.Config().ConnString(),
 		workerConfigEnv+"="+strings.Join(s.env, "\n"), workerDirEnv+"="+t.TempDir())
+	w.Env = append(w.Env, env...) // the last of duplicates counts
 	w.Stderr = os.Stderr
 	require.NoError(t, w.Start())
 	t.Cleanup(func() {
