@@ -61,21 +61,22 @@ func (h *heartbeats) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		return err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	beating := make(chan struct{})
 	go func() {
 		defer close(beating)
 		h.beat(ctx, job, cancel)
 	}()
-	err := doInner(ctx)
-	cancel(nil)
-	<-beating
-	if endErr := models.EndHeartbeat(context.WithoutCancel(ctx), h.db.Bun, job.ID, job.Attempt); endErr != nil {
-		// A row left behind is found quiet by the sweep, which then finds
-		// the work ended and does nothing.
-		h.logger.Warn("ending a job's heartbeat", "job", job.ID, "kind", job.Kind, "error", endErr)
-	}
-	return err
+	// Deferred, so that a panicking job ends its heartbeat too.
+	defer func() {
+		cancel(nil)
+		<-beating
+		if err := models.EndHeartbeat(context.WithoutCancel(ctx), h.db.Bun, job.ID, job.Attempt); err != nil {
+			// A row left behind is found quiet by the sweep, which then
+			// finds River done with the job and only deletes it.
+			h.logger.Warn("ending a job's heartbeat", "job", job.ID, "kind", job.Kind, "error", err)
+		}
+	}()
+	return doInner(ctx)
 }
 
 // beat touches the job's row every interval until ctx ends. A row that is

@@ -98,9 +98,6 @@ func supervise(args []string) int {
 		b, _ := json.Marshal(r)
 		_, _ = reportTo.Write(append(b, '\n'))
 	}
-	if control == nil || reportTo == nil {
-		return 2
-	}
 	if len(args) < 3 {
 		report(supervisorReport{StartErr: "supervisor: want grace, path and argv"})
 		return 2
