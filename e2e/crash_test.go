@@ -1,16 +1,22 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/github/githubtest"
@@ -135,6 +141,133 @@ func TestInfraApplyKilledMidway(t *testing.T) {
 	open(t, page, fmt.Sprintf("%s/infra/runs/%d", srv.URL, x.RunID), http.StatusOK)
 	require.NoError(t, expect.Locator(page.GetByTestId("lock-why")).ToContainText("an operator chooses on its page"))
 	saveScreenshot(t, page, "infra-run-interrupted")
+}
+
+// TestAllocationsSurviveAKill: kill -9 of `gantry serve` while CI clients
+// lease and give back environments as fast as they can. Every lease a
+// client was told of (200) is recorded, every release it was told of is
+// recorded, nothing is half-done (an environment is in use exactly when an
+// allocation holds it), and after the restart the clients carry on: what
+// was leased is given back and the pool is whole again.
+func TestAllocationsSurviveAKill(t *testing.T) {
+	t.Parallel()
+	var yaml strings.Builder
+	yaml.WriteString("clients:\n  - name: ci\n    users: [ci@example.com]\npools:\n  - name: seats\n    kind: slot\nenvironments:\n")
+	const seats = 12
+	for i := range seats {
+		fmt.Fprintf(&yaml, "  - {pool: seats, name: seat-%d}\n", i)
+	}
+	config := filepath.Join(t.TempDir(), "gantry.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(yaml.String()), 0o600))
+	srv := startServer(t, "GANTRY_CONFIG="+config, "GANTRY_API_RATE=1000", "GANTRY_API_BURST=1000")
+	srv.createUser(t, "CI", "ci@example.com", "viewer")
+	token := srv.createToken(t, "ci@example.com", "e2e-ci", "read,write")
+
+	// Clients lease and release until the server dies under them; each
+	// keeps what it was told.
+	var mu sync.Mutex
+	leased, released := map[string]bool{}, map[string]bool{}
+	call := func(ctx context.Context, method, url string, body any) (int, []byte, error) {
+		b, _ := json.Marshal(body)
+		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(b))
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, out, err
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var clients sync.WaitGroup
+	for c := range 6 {
+		clients.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				status, out, err := call(ctx, http.MethodPost, srv.URL+"/api/v1/allocations",
+					map[string]string{"pool": "seats", "requester": fmt.Sprintf("suite-%d-%d", c, n)})
+				if err != nil || status != http.StatusOK {
+					time.Sleep(10 * time.Millisecond) // the pool is full, or the server is gone
+					continue
+				}
+				var res struct {
+					Allocations []lease `json:"allocations"`
+				}
+				if json.Unmarshal(out, &res) != nil || len(res.Allocations) != 1 {
+					continue
+				}
+				id := res.Allocations[0].ID
+				mu.Lock()
+				leased[id] = true
+				mu.Unlock()
+				if status, _, err := call(ctx, http.MethodDelete, srv.URL+"/api/v1/allocations/"+id, map[string]string{"outcome": "success"}); err == nil && status == http.StatusOK {
+					mu.Lock()
+					released[id] = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(conditionWait)
+		for !cond() {
+			require.True(t, time.Now().Before(deadline), "gave up waiting for %s", what)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("some traffic", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(released) >= 30
+	})
+	srv.kill(t)
+	stop()
+	clients.Wait()
+
+	db, err := pgx.Connect(t.Context(), srv.dbURL)
+	require.NoError(t, err)
+	defer db.Close(context.Background())
+	rows, err := db.Query(t.Context(), "SELECT id::text, ended_at IS NOT NULL FROM allocations")
+	require.NoError(t, err)
+	ended := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var done bool
+		require.NoError(t, rows.Scan(&id, &done))
+		ended[id] = done
+	}
+	require.NoError(t, rows.Err())
+	for id := range leased {
+		_, ok := ended[id]
+		require.True(t, ok, "allocation %s was answered 200 and is not recorded", id)
+	}
+	for id := range released {
+		require.True(t, ended[id], "allocation %s was released (200) and is still open", id)
+	}
+	var mismatched int
+	require.NoError(t, db.QueryRow(t.Context(), `SELECT count(*) FROM environments AS e
+		WHERE (e.status = 'in_use') <> EXISTS (SELECT 1 FROM allocations AS a WHERE a.environment_id = e.id AND a.ended_at IS NULL)`).Scan(&mismatched))
+	require.Zero(t, mismatched, "an environment is in use exactly when an open allocation holds it")
+
+	// After the restart the open leases are given back, and the pool is whole.
+	srv.start(t)
+	for id, done := range ended {
+		if !done {
+			status, out := callAPI(t, http.MethodDelete, srv.URL+"/api/v1/allocations/"+id, token, map[string]string{"outcome": "success"})
+			require.Equal(t, http.StatusOK, status, string(out))
+		}
+	}
+	waitFor("every seat available", func() bool {
+		var available int
+		require.NoError(t, db.QueryRow(t.Context(), "SELECT count(*) FROM environments WHERE status = 'available'").Scan(&available))
+		return available == seats
+	})
+	t.Logf("%d leases and %d releases answered before the kill; %d allocations recorded", len(leased), len(released), len(ended))
 }
 
 // processRuns reports whether pid runs (a zombie does not).
