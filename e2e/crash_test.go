@@ -136,6 +136,7 @@ func TestInfraApplyKilledMidway(t *testing.T) {
 	open(t, page, srv.URL+"/infra/executions/"+x.ExecutionID, http.StatusOK)
 	require.NoError(t, expect.Locator(page.GetByTestId("interrupted-explanation")).ToContainText("will not apply it again on its own"))
 	require.NoError(t, expect.Locator(page.GetByTestId("interrupted-form")).ToBeVisible())
+	require.NoError(t, expect.Locator(page.GetByTestId("field-apply-started")).ToContainText("UTC"))
 	saveScreenshot(t, page, "infra-execution-interrupted")
 
 	open(t, page, fmt.Sprintf("%s/infra/runs/%d", srv.URL, x.RunID), http.StatusOK)

@@ -572,6 +572,11 @@ func infraExecutionFields(x *models.Execution, run *models.Run, votes infra.Exec
 	if x.PlanStartedAt != nil {
 		add(text("plan started", clock(*x.PlanStartedAt)+" UTC", "field-plan-started"))
 	}
+	if x.ApplyStartedAt != nil {
+		// An interrupted apply's operator needs to know since when its
+		// outcome is unknown.
+		add(text("apply started", clock(*x.ApplyStartedAt)+" UTC", "field-apply-started"))
+	}
 	if x.FinishedAt != nil {
 		took := ""
 		if x.StartedAt != nil {
