@@ -62,12 +62,14 @@ func EndHeartbeat(ctx context.Context, db bun.IDB, jobID int64, attempt int) err
 }
 
 // QuietJobs are the heartbeats of the given kinds that have not beaten for
-// quiet, by the database's clock, oldest first.
+// quiet, by the database's clock, oldest first. Quiet counts from
+// PostgreSQL's own start at the earliest: workers cannot beat while it
+// restarts, and a restart must not make every running job look dead.
 func QuietJobs(ctx context.Context, db bun.IDB, kinds []string, quiet time.Duration) ([]QuietJob, error) {
 	var out []QuietJob
 	err := db.NewRaw(`SELECT hb.*, coalesce(j.args, '{}') AS args, coalesce(j.state::text = 'running', false) AS running
 		FROM job_heartbeats AS hb LEFT JOIN river_job AS j ON j.id = hb.job_id
-		WHERE hb.kind IN (?) AND hb.beat_at < now() - make_interval(secs => ?)
+		WHERE hb.kind IN (?) AND greatest(hb.beat_at, pg_postmaster_start_time()) < now() - make_interval(secs => ?)
 		ORDER BY hb.beat_at`, bun.In(kinds), quiet.Seconds()).Scan(ctx, &out)
 	if err != nil {
 		return nil, fmt.Errorf("listing quiet heartbeats: %w", err)
@@ -79,7 +81,7 @@ func QuietJobs(ctx context.Context, db bun.IDB, kinds []string, quiet time.Durat
 // one sweep, in the caller's transaction, acts on the attempt's death; false
 // means it beat since, or another sweep took it.
 func ClaimQuietJob(ctx context.Context, db bun.IDB, jobID int64, attempt int, quiet time.Duration) (bool, error) {
-	res, err := db.NewRaw(`DELETE FROM job_heartbeats WHERE job_id = ? AND attempt = ? AND beat_at < now() - make_interval(secs => ?)`,
+	res, err := db.NewRaw(`DELETE FROM job_heartbeats WHERE job_id = ? AND attempt = ? AND greatest(beat_at, pg_postmaster_start_time()) < now() - make_interval(secs => ?)`,
 		jobID, attempt, quiet.Seconds()).Exec(ctx)
 	if err != nil {
 		return false, fmt.Errorf("claiming the heartbeat of job %d: %w", jobID, err)
