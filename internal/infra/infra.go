@@ -87,16 +87,16 @@ type Service struct {
 	Roles RoleAssumer
 	// CommandTimeout bounds one plan or apply.
 	CommandTimeout time.Duration
+	// HeartbeatInterval is how often the jobs that run commands say they
+	// are alive (GANTRY_HEARTBEAT_INTERVAL); Reconcile takes one quiet for
+	// jobs.QuietAfter of it for dead. Zero: DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 	// Env is added to every plan and apply (for example TF_CLI_CONFIG_FILE,
 	// TF_PLUGIN_CACHE_DIR).
 	Env []string
 	// Metrics, when set, count deliveries and time commands.
 	Metrics *Metrics
-	// HeartbeatInterval is how often the jobs that run commands say they
-	// are alive (GANTRY_HEARTBEAT_INTERVAL); Reconcile takes one quiet for
-	// jobs.QuietAfter of it for dead. Zero: DefaultHeartbeatInterval.
-	HeartbeatInterval time.Duration
-	Now               func() time.Time
+	Now     func() time.Time
 }
 
 // RoleAssumer assumes an IAM role for one command (awsenv.Provider).
