@@ -142,13 +142,16 @@ func supervise(args []string) int {
 	commandExited := false
 	stopping, killing := false, false
 	var kill <-chan time.Time
-	tick := time.NewTicker(groupPoll)
-	defer tick.Stop()
+	// Polling starts once there is something to poll for: the command
+	// exited (is anything of it left?) or is being stopped.
+	ticker := time.NewTicker(groupPoll)
+	defer ticker.Stop()
+	var tick <-chan time.Time
 	beginStop := func() {
 		if stopping {
 			return
 		}
-		stopping = true
+		stopping, tick = true, ticker.C
 		signalTree(pid, syscall.SIGTERM)
 		kill = time.After(grace)
 	}
@@ -159,7 +162,7 @@ func supervise(args []string) int {
 				exited = nil
 				break
 			}
-			status, commandExited = ws, true
+			status, commandExited, tick = ws, true, ticker.C
 			// Whatever the command left behind is stopped too.
 			if !ended() {
 				beginStop()
@@ -171,7 +174,7 @@ func supervise(args []string) int {
 		case <-kill:
 			kill, killing = nil, true
 			signalTree(pid, syscall.SIGKILL)
-		case <-tick.C:
+		case <-tick:
 			if killing {
 				// Descendants orphaned since the last round.
 				signalTree(pid, syscall.SIGKILL)
