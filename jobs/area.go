@@ -22,6 +22,10 @@ type Area struct {
 	// run; River takes a job running longer for lost (its process died) and
 	// runs it again, so the rescue waits for the longest of every area.
 	LongestJob time.Duration
+	// Heartbeats are the kinds whose running attempts keep a heartbeat
+	// (the jobs that run commands), so the area's sweep notices in minutes
+	// that their worker died (models.QuietJobs).
+	Heartbeats []string
 	// Stale, when set, says why running one of the area's jobs again would
 	// do nothing (what it was for has ended), so that an operator's retry
 	// says so rather than quietly doing nothing; "" when it would do work

@@ -25,6 +25,9 @@ type SharedDeps struct {
 	Logger *slog.Logger
 	// Approvals mails vote requests for every area's subjects.
 	Approvals Approvals
+	// HeartbeatInterval is how often a running job of an area's Heartbeats
+	// kinds says it is alive.
+	HeartbeatInterval time.Duration
 }
 
 // ClientOptions says whether this process works jobs and how.
@@ -47,13 +50,20 @@ func NewClient(deps SharedDeps, areas []Area, opts ClientOptions) (*river.Client
 	all := append([]Area{sharedArea(deps)}, areas...)
 	workers := river.NewWorkers()
 	rescue := 2 * time.Hour
+	beating := map[string]bool{}
 	for _, a := range all {
 		if a.AddWorkers != nil {
 			a.AddWorkers(workers)
 		}
 		// Later than any job may legitimately run, so a long apply is never
-		// run twice at once.
+		// run twice at once. The kinds that run commands do not wait for
+		// it: their heartbeats tell the areas' sweeps in minutes that a
+		// worker died, and a sweep cancels the dead attempt (River's
+		// rescue then ends it as cancelled, never runs it again).
 		rescue = max(rescue, a.LongestJob+30*time.Minute)
+		for _, k := range a.Heartbeats {
+			beating[k] = true
+		}
 	}
 	cfg := &river.Config{
 		Logger:               riverLogger(opts.Logger),
@@ -64,6 +74,9 @@ func NewClient(deps SharedDeps, areas []Area, opts ClientOptions) (*river.Client
 		ErrorHandler:         &errorHandler{logger: opts.Logger},
 	}
 	if opts.Work {
+		if len(beating) > 0 && deps.HeartbeatInterval > 0 {
+			cfg.Middleware = []rivertype.Middleware{newHeartbeats(deps.DB, opts.Logger, deps.HeartbeatInterval, beating)}
+		}
 		cfg.Queues = map[string]river.QueueConfig{QueueDefault: queueConfig(QueueConfig{Name: QueueDefault}, opts)}
 		for _, a := range all {
 			cfg.Queues[a.Queue.Name] = queueConfig(a.Queue, opts)

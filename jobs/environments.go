@@ -17,6 +17,8 @@ type EnvironmentPools interface {
 	CleanupTimedOut(ctx context.Context, envID int64, cleanupID uuid.UUID) error
 	NotifyDirty(ctx context.Context, envID int64, cleanupID uuid.UUID, reason string) error
 	PruneHistory(ctx context.Context) (int64, error)
+	// HandOnDeadCleanups queues again the cleanups whose worker died.
+	HandOnDeadCleanups(ctx context.Context) error
 }
 
 // QueueEnvironments is the environment pools area's queue.
@@ -32,12 +34,19 @@ func EnvironmentsArea(pools EnvironmentPools, logger *slog.Logger) Area {
 			river.AddWorker(w, &CleanupTimeoutWorker{Pools: pools})
 			river.AddWorker(w, &NotifyDirtyWorker{Pools: pools})
 			river.AddWorker(w, &PruneAllocationsWorker{Pools: pools, Logger: logger})
+			river.AddWorker(w, &SweepDeadCleanupsWorker{Pools: pools})
 		},
 		Periodic: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour),
 				func() (river.JobArgs, *river.InsertOpts) { return PruneAllocationsArgs{}, nil },
 				&river.PeriodicJobOpts{ID: "prune_allocations", RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
+				func() (river.JobArgs, *river.InsertOpts) { return SweepDeadCleanupsArgs{}, nil },
+				&river.PeriodicJobOpts{ID: "sweep_dead_cleanups", RunOnStart: true}),
 		},
+		// A cleanup's worker says it is alive, so the sweep notices in
+		// minutes that it died.
+		Heartbeats: []string{CleanupEnvironmentArgs{}.Kind()},
 		// A cleanup runs up to its pool's cleanup timeout, past which the
 		// environment is dirty (CleanupEnvironmentWorker.Timeout).
 		LongestJob: cleanupJobTimeout,

@@ -13,6 +13,9 @@ import (
 type CleanupEnvironmentArgs struct {
 	EnvironmentID int64     `json:"environment_id"`
 	CleanupID     uuid.UUID `json:"cleanup_id"`
+	// Requeued is the job whose worker died when a sweep queued this one
+	// instead (jobs.PlanExecutionArgs.Requeued says why).
+	Requeued int64 `json:"requeued,omitempty"`
 }
 
 func (CleanupEnvironmentArgs) Kind() string { return "cleanup_environment" }

@@ -113,8 +113,16 @@ func InfraArea(infra Infra) Area {
 				&river.PeriodicJobOpts{ID: "schedule_drift", RunOnStart: true}),
 		},
 		LongestJob: infra.JobTimeout(),
+		Heartbeats: InfraHeartbeats(),
 		Stale:      infra.StaleJob,
 	}
+}
+
+// InfraHeartbeats are the infrastructure job kinds that run commands (a
+// run's scan runs git, and plans with scan: plan), so keep heartbeats for
+// the sweep (Infra.Reconcile).
+func InfraHeartbeats() []string {
+	return []string{StartRunArgs{}.Kind(), RunPRPlanArgs{}.Kind(), PlanExecutionArgs{}.Kind(), ApplyExecutionArgs{}.Kind()}
 }
 
 func infraOpts(maxAttempts int) river.InsertOpts {

@@ -13,6 +13,10 @@ import (
 type PlanExecutionArgs struct {
 	ExecutionID int64 `json:"execution_id"`
 	Superseded  int64 `json:"superseded,omitempty"`
+	// Requeued is the job whose worker died when a sweep queued this one
+	// instead: River lists that one as running until its rescue, and would
+	// take this one for its duplicate.
+	Requeued int64 `json:"requeued,omitempty"`
 }
 
 func (PlanExecutionArgs) Kind() string                 { return "plan_execution" }
@@ -67,6 +71,8 @@ func (w *RequestVoteWorker) Work(ctx context.Context, job *river.Job[RequestVote
 type ApplyExecutionArgs struct {
 	ExecutionID int64 `json:"execution_id"`
 	ApprovalID  int64 `json:"approval_id,omitempty"`
+	// Requeued: as PlanExecutionArgs's, for an apply that had not begun.
+	Requeued int64 `json:"requeued,omitempty"`
 }
 
 func (ApplyExecutionArgs) Kind() string                 { return "apply_execution" }

@@ -39,6 +39,8 @@ func (w *PlanPullRequestWorker) Work(ctx context.Context, job *river.Job[PlanPul
 type RunPRPlanArgs struct {
 	PlanID     int64 `json:"plan_id"`
 	Generation int   `json:"generation"`
+	// Requeued: as PlanExecutionArgs's.
+	Requeued int64 `json:"requeued,omitempty"`
 }
 
 func (RunPRPlanArgs) Kind() string                 { return "run_pr_plan" }

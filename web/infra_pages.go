@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -275,6 +276,13 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 		LogURL: "/log?" + url.Values{"deployment": {infra.DeploymentID(run)}}.Encode(),
 	}
 	v.Fields = infraRunFields(run)
+	if lock != nil && lock.RunID == run.ID && !run.Ended() {
+		beats, err := s.Infra.ExecutionHeartbeats(ctx, xs)
+		if err != nil {
+			return err
+		}
+		v.Lock.Why = infraLockWhy(run, xs, beats, s.Infra.QuietAfter())
+	}
 	if principalOf(c).User.Role.Includes(models.RoleOperator) && (run.Status == models.RunQueued || run.Status == models.RunRunning) {
 		v.AbortURL = pageurl.Run(run.ID) + "/abort"
 	}
@@ -378,6 +386,47 @@ func infraRunLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
 				clock(lock.LockedAt), lock.RunID, lock.PRNumber)}
 	}
 	return l
+}
+
+// infraLockWhy says what keeps a run holding its repository's merge lock:
+// the scan, or each execution under way — planning or applying since when,
+// with its worker's last heartbeat; waiting for votes; or interrupted,
+// which only an operator's choice moves on.
+func infraLockWhy(run *models.Run, xs []models.Execution, beats map[int64]models.JobHeartbeat, quiet time.Duration) []infraview.LockWhy {
+	if run.Status == models.RunScanning {
+		return []infraview.LockWhy{{Unit: "the merge", Step: "scanning", Tone: "warn", Text: "The run is working out which units the merge changed."}}
+	}
+	var out []infraview.LockWhy
+	for i := range xs {
+		x := &xs[i]
+		if x.Status != models.ExecRunning {
+			continue
+		}
+		w := infraview.LockWhy{Unit: x.CfgPath, URL: pageurl.Execution(x.ExecutionID), Step: x.Step, Tone: "warn"}
+		switch x.Step {
+		case models.StepInterrupted:
+			w.Tone, w.Text = "bad", "The apply was interrupted (its worker stopped) and the state is unknown: an operator chooses on its page — mark it failed or applied, or plan it again."
+		case models.StepVoting:
+			w.Text = fmt.Sprintf("Waits for votes: %d approval(s) apply it, %d rejection(s) stop it.", x.MinApprovalCount, x.MinRejectionCount)
+		case models.StepPlanning, models.StepApplying:
+			since, doing, queued := x.PlanStartedAt, "Planning", "Queued to plan"
+			if x.Step == models.StepApplying {
+				since, doing, queued = x.ApplyStartedAt, "Applying", "Queued to apply"
+			}
+			w.Text = queued
+			if since != nil {
+				w.Text = fmt.Sprintf("%s since %s UTC", doing, clock(*since))
+			}
+			if hb, ok := beats[x.ID]; ok {
+				w.Text += fmt.Sprintf("; its worker %s last reported at %s UTC.", hb.Worker, hb.BeatAt.UTC().Format(time.TimeOnly))
+			} else {
+				w.Text += "; no worker reports on it at the moment."
+			}
+			w.Text += fmt.Sprintf(" A worker silent for %s is taken for dead by the next sweep (each minute): an apply under way is then interrupted for an operator, a plan runs again.", quiet)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func infraRunFields(run *models.Run) []infraview.Field {
@@ -537,6 +586,11 @@ func infraExecutionFields(x *models.Execution, run *models.Run, votes infra.Exec
 	}
 	if x.PlanStartedAt != nil {
 		add(text("plan started", clock(*x.PlanStartedAt)+" UTC", "field-plan-started"))
+	}
+	if x.ApplyStartedAt != nil {
+		// An interrupted apply's operator needs to know since when its
+		// outcome is unknown.
+		add(text("apply started", clock(*x.ApplyStartedAt)+" UTC", "field-apply-started"))
 	}
 	if x.FinishedAt != nil {
 		took := ""

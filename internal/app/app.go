@@ -331,7 +331,7 @@ func (a *App) RiverClient(opts jobs.ClientOptions) (*river.Client[pgx.Tx], error
 	if opts.Logger == nil {
 		opts.Logger = a.Logger
 	}
-	return jobs.NewClient(jobs.SharedDeps{DB: a.DB, Logger: a.Logger, Approvals: a.Approvals}, a.JobAreas(), opts)
+	return jobs.NewClient(jobs.SharedDeps{DB: a.DB, Logger: a.Logger, Approvals: a.Approvals, HeartbeatInterval: a.Config.HeartbeatInterval}, a.JobAreas(), opts)
 }
 
 // WebServer builds the web server with every area's pages and API.

@@ -25,7 +25,7 @@ var environmentsArea = Area{Name: "environments", Build: func(_ context.Context,
 	postgres := &pools.PostgresKind{Getenv: d.Getenv}
 	svc := &pools.Service{
 		Queue: d.Queue, Logger: d.Logger, Retention: d.Config.Retention, Notify: notifier,
-		Admission: semaphore.NewWeighted(int64(d.Config.AllocationConcurrency)),
+		Admission: semaphore.NewWeighted(int64(d.Config.AllocationConcurrency)), HeartbeatInterval: d.Config.HeartbeatInterval,
 		Kinds: map[string]pools.Kind{
 			gantryfile.KindPostgres: postgres,
 			gantryfile.KindSlot:     pools.SlotKind{},

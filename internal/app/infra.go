@@ -20,7 +20,7 @@ var infraArea = Area{Name: "infra", Build: func(_ context.Context, d *Deps) (*Pa
 		WorkDir: filepath.Join(d.WorkDir, "jobs"),
 		Getenv:  d.Getenv, GitHubAPI: d.GitHubAPI, HTTPClient: d.HTTPClient, BaseURL: d.Config.BaseURL.String(),
 		Approvals: d.Approvals, Roles: d.AWS, CommandTimeout: d.Config.CommandTimeout, Env: passedEnv(d.Config.CommandEnv, d.Getenv),
-		Mail: d.Mail, Metrics: infra.NewMetrics(d.Registry, d.DB),
+		Mail: d.Mail, Metrics: infra.NewMetrics(d.Registry, d.DB), HeartbeatInterval: d.Config.HeartbeatInterval,
 	}
 	// Infrastructure executions are the first kind of subject voters vote on.
 	d.Approvals.Register(svc.ApprovalKind())

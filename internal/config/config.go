@@ -58,6 +58,7 @@ type Config struct {
 	VoteLinkTTL           time.Duration // GANTRY_VOTE_LINK_TTL, how long an emailed voting link works
 	CommandTimeout        time.Duration // GANTRY_COMMAND_TIMEOUT bounds one plan or apply
 	CommandEnv            []string      // GANTRY_COMMAND_ENV: names of variables passed on to plan and apply
+	HeartbeatInterval     time.Duration // GANTRY_HEARTBEAT_INTERVAL: how often a job running a command says it is alive
 }
 
 // Var documents one environment variable.
@@ -102,6 +103,7 @@ var Vars = []Var{
 	{"GANTRY_VOTE_LINK_TTL", "168h", "How long a voting link emailed to an approver works."},
 	{"GANTRY_COMMAND_TIMEOUT", "2h", "Time limit of one plan or apply command."},
 	{"GANTRY_COMMAND_ENV", "", "Comma-separated names of variables of Gantry's environment passed on to plan and apply commands (e.g. TF_PLUGIN_CACHE_DIR,TF_CLI_CONFIG_FILE); commands get only PATH, HOME and LANG otherwise."},
+	{"GANTRY_HEARTBEAT_INTERVAL", "10s", "How often a worker records that a job running a command (plan, apply, cleanup) is alive. A job silent for 6 intervals is taken for dead (its worker crashed or lost the database) by the next sweep, at most a minute later: an apply that began becomes interrupted for an operator, a plan or cleanup runs again."},
 	{"GANTRY_TRUSTED_PROXIES", "", "Comma-separated CIDRs of the load balancers in front of Gantry; X-Forwarded-For is believed only from them. Empty: the connection's address is the client's."},
 }
 
@@ -222,6 +224,7 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	c.AllocationConcurrency = positiveInt(get, fail, "GANTRY_ALLOCATION_CONCURRENCY", 1)
 	c.VoteLinkTTL = positiveDuration(get, fail, "GANTRY_VOTE_LINK_TTL")
 	c.CommandTimeout = positiveDuration(get, fail, "GANTRY_COMMAND_TIMEOUT")
+	c.HeartbeatInterval = positiveDuration(get, fail, "GANTRY_HEARTBEAT_INTERVAL")
 	if c.WorkDir == "" {
 		c.WorkDir = filepath.Join(c.DataDir, "work")
 	}

@@ -58,6 +58,9 @@ const (
 	EventExecutionAborted      = "execution-aborted"
 	EventExecutionInterrupted  = "execution-interrupted"
 	EventExecutionResolved     = "execution-interruption-resolved"
+	EventRunRequeued           = "run-requeued"
+	EventExecutionRequeued     = "execution-requeued"
+	EventPlanRequeued          = "pull-request-plan-requeued"
 )
 
 // Service is the infrastructure delivery area.
@@ -85,6 +88,10 @@ type Service struct {
 	Roles RoleAssumer
 	// CommandTimeout bounds one plan or apply.
 	CommandTimeout time.Duration
+	// HeartbeatInterval is how often the jobs that run commands say they
+	// are alive (GANTRY_HEARTBEAT_INTERVAL); Reconcile takes one quiet for
+	// jobs.QuietAfter of it for dead. Zero: DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 	// Env is added to every plan and apply (for example TF_CLI_CONFIG_FILE,
 	// TF_PLUGIN_CACHE_DIR).
 	Env []string
@@ -104,7 +111,8 @@ type RoleAssumer interface {
 
 // Defaults for the zero fields of a Service.
 const (
-	DefaultCommandTimeout = 2 * time.Hour
+	DefaultCommandTimeout    = 2 * time.Hour
+	DefaultHeartbeatInterval = 10 * time.Second
 )
 
 func (s *Service) now() time.Time {

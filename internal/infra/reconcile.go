@@ -2,6 +2,7 @@ package infra
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,8 +22,9 @@ const reconcileGrace = 2 * time.Minute
 // errJobGone is why the sweep ends work: its job will never run again.
 var errJobGone = errors.New("its job is gone (cancelled by an administrator, or discarded after its worker died during its last attempt)")
 
-// Reconcile finds the work of the area that no job will ever move on and
-// ends it, as GiveUp would have: executions planning or applying and runs
+// Reconcile first hands on the work of jobs whose worker died
+// (handOnDeadWork), then finds the work of the area that no job will ever
+// move on and ends it, as GiveUp would have: executions planning or applying and runs
 // scanning whose job is gone fail (a run releasing its merge lock), plans
 // of pull requests whose job is gone fail, and the oldest queued run of a
 // repository whose lock is free is started. GiveUp covers a job's last
@@ -31,6 +33,9 @@ var errJobGone = errors.New("its job is gone (cancelled by an administrator, or 
 // River's leader runs it every minute; it is idempotent: what it ends is
 // no longer found.
 func (s *Service) Reconcile(ctx context.Context) error {
+	if err := s.handOnDeadWork(ctx); err != nil {
+		return err
+	}
 	db := s.Queue.DB()
 	before := s.now().Add(-reconcileGrace)
 	xs, err := models.StrandedExecutions(ctx, db, []string{jobs.PlanExecutionArgs{}.Kind(), jobs.ApplyExecutionArgs{}.Kind()}, before)
@@ -72,6 +77,171 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// QuietAfter is how long a plan or apply job's heartbeat may be quiet
+// before the sweep takes its worker for dead.
+func (s *Service) QuietAfter() time.Duration {
+	interval := s.HeartbeatInterval
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	return jobs.QuietAfter(interval)
+}
+
+// handOnDeadWork finds the running plans and applies whose heartbeat went
+// quiet (their worker died: kill -9, a lost machine, a worker cut off from
+// the database) and hands their work on in minutes, where River's rescue
+// would wait for the longest job plus half an hour. An apply that began is
+// never run again: it is interrupted for an operator (ResolveInterrupted),
+// its partial output kept. A run's scan, a plan, a pull request's plan, and
+// an apply that had not begun are queued again. The dead attempt's job is cancelled
+// so that River never runs it again, and so that, should its worker be
+// alive after all, it stops its command and records nothing.
+func (s *Service) handOnDeadWork(ctx context.Context) error {
+	quiet := s.QuietAfter()
+	dead, err := models.QuietJobs(ctx, s.Queue.DB(), jobs.InfraHeartbeats(), quiet)
+	if err != nil {
+		return err
+	}
+	for i := range dead {
+		if err := s.handOn(ctx, &dead[i], quiet); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ExecutionHeartbeats are the heartbeats of the plan and apply jobs
+// running for the executions xs, by execution row id: when each one's
+// worker last said it was alive, for the pages saying why a merge lock is
+// held.
+func (s *Service) ExecutionHeartbeats(ctx context.Context, xs []models.Execution) (map[int64]models.JobHeartbeat, error) {
+	var ids []int64
+	for i := range xs {
+		if xs[i].Status == models.ExecRunning && (xs[i].Step == models.StepPlanning || xs[i].Step == models.StepApplying) {
+			ids = append(ids, xs[i].ID)
+		}
+	}
+	return models.HeartbeatsOf(ctx, s.Queue.DB(), []string{jobs.PlanExecutionArgs{}.Kind(), jobs.ApplyExecutionArgs{}.Kind()}, "execution_id", ids)
+}
+
+// deadJobArgs are the fields of the arguments of every kind in
+// jobs.InfraHeartbeats.
+type deadJobArgs struct {
+	RunID       int64 `json:"run_id"`
+	ExecutionID int64 `json:"execution_id"`
+	Superseded  int64 `json:"superseded"`
+	ApprovalID  int64 `json:"approval_id"`
+	PlanID      int64 `json:"plan_id"`
+	Generation  int   `json:"generation"`
+}
+
+// handOn hands on the work of one dead job, once: the sweep that claims its
+// heartbeat (still quiet) acts, in the same transaction.
+func (s *Service) handOn(ctx context.Context, q *models.QuietJob, quiet time.Duration) error {
+	var args deadJobArgs
+	if err := json.Unmarshal(q.Args, &args); err != nil {
+		return fmt.Errorf("reading the arguments of %s job %d: %w", q.Kind, q.JobID, err)
+	}
+	why := fmt.Sprintf("its worker (%s) stopped: no heartbeat since %s UTC", q.Worker, q.BeatAt.UTC().Format(time.DateTime))
+	detail := map[string]any{"job": q.JobID, "worker": q.Worker, "last_heartbeat": q.BeatAt, "reason": why}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		claimed, err := models.ClaimQuietJob(ctx, tx, q.JobID, q.Attempt, quiet)
+		if err != nil || !claimed || !q.Running {
+			// Beating again, taken by another sweep, or a row its worker
+			// left behind after River had finished with the job.
+			return err
+		}
+		if err := tx.CancelJob(ctx, q.JobID); err != nil {
+			return err
+		}
+		switch q.Kind {
+		case jobs.StartRunArgs{}.Kind():
+			return s.handOnScan(ctx, tx, q, args, detail)
+		case jobs.RunPRPlanArgs{}.Kind():
+			return s.handOnPRPlan(ctx, tx, q, args, detail)
+		case jobs.ApplyExecutionArgs{}.Kind():
+			return s.handOnExecution(ctx, tx, q, args, models.StepApplying, why, detail)
+		}
+		return s.handOnExecution(ctx, tx, q, args, models.StepPlanning, why, detail)
+	})
+}
+
+// handOnExecution interrupts an execution whose apply began under a dead
+// worker, and queues again its plan, or its apply that had not begun.
+func (s *Service) handOnExecution(ctx context.Context, tx jobs.Tx, q *models.QuietJob, args deadJobArgs, step, why string, detail map[string]any) error {
+	x, err := models.ExecutionByID(ctx, tx, args.ExecutionID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	run, err := models.LockRun(ctx, tx, x.RunID)
+	if err != nil {
+		return err
+	}
+	if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil || x.Status != models.ExecRunning || x.Step != step {
+		return err // it moved on (or ended) meanwhile
+	}
+	if step == models.StepApplying && x.ApplyStartedAt != nil {
+		return s.interrupt(ctx, tx, run, x, why)
+	}
+	detail["cfg_path"], detail["step"] = x.CfgPath, step
+	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventExecutionRequeued, "gantry", detail); err != nil {
+		return err
+	}
+	if step == models.StepApplying {
+		return tx.Enqueue(ctx, jobs.ApplyExecutionArgs{ExecutionID: x.ID, ApprovalID: args.ApprovalID, Requeued: q.JobID}, nil)
+	}
+	return tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID, Superseded: args.Superseded, Requeued: q.JobID}, nil)
+}
+
+// handOnScan queues again the scan of a run whose worker died, and makes
+// the new job the run's scanner (StartRun scans only for the job the run
+// names), unless the scan ended meanwhile.
+func (s *Service) handOnScan(ctx context.Context, tx jobs.Tx, q *models.QuietJob, args deadJobArgs, detail map[string]any) error {
+	run, err := models.LockRun(ctx, tx, args.RunID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil || run.Status != models.RunScanning || run.ScanJobID == nil || *run.ScanJobID != q.JobID {
+		return err
+	}
+	id, err := tx.EnqueueJob(ctx, jobs.StartRunArgs{RunID: run.ID}, nil)
+	if err != nil {
+		return err
+	}
+	run.ScanJobID = &id
+	if err := models.UpdateRun(ctx, tx, run, "scan_job_id"); err != nil {
+		return err
+	}
+	return s.log(ctx, tx, run, RunTarget(run.ID), EventRunRequeued, "gantry", detail)
+}
+
+// handOnPRPlan queues again a pull request's plan whose worker died, unless
+// a newer push or the end of the plan came first.
+func (s *Service) handOnPRPlan(ctx context.Context, tx jobs.Tx, q *models.QuietJob, args deadJobArgs, detail map[string]any) error {
+	p, err := models.PRPlanByID(ctx, tx, args.PlanID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if p.Generation != args.Generation || (p.Status != models.PlanQueued && p.Status != models.PlanRunning) {
+		return nil
+	}
+	if err := s.logPlan(ctx, tx, p, EventPlanRequeued, detail); err != nil {
+		return err
+	}
+	// The plan names its job, so that a newer push cancels this one.
+	id, err := tx.EnqueueJob(ctx, jobs.RunPRPlanArgs{PlanID: p.ID, Generation: p.Generation, Requeued: q.JobID}, nil)
+	if err != nil {
+		return err
+	}
+	return models.SetPRPlanJob(ctx, tx, p.ID, id)
 }
 
 // AbortRun ends a run that is not over, for an operator: nobody casts the

@@ -31,6 +31,7 @@ type options struct {
 	minApprovals  int
 	minRejections int
 	noWorkers     bool
+	env           []string // configuration variables (GANTRY_…=…)
 }
 
 func setup(t *testing.T, o options) *bundle {
@@ -39,7 +40,7 @@ func setup(t *testing.T, o options) *bundle {
 		o.voters = []string{ada, grace}
 	}
 	o.minApprovals, o.minRejections = max(o.minApprovals, 1), max(o.minRejections, 1)
-	s := servertest.Services(t)
+	s := servertest.NewWith(t, servertest.Options{NoWeb: true, Env: o.env})
 	repo, _ := infratest.Standard(t)
 	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2)
 	s.Sync(t, repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, o.voters, o.minApprovals, o.minRejections))

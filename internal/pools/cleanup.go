@@ -2,7 +2,9 @@ package pools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,5 +92,63 @@ func (s *Service) CleanupTimedOut(ctx context.Context, envID int64, cleanupID uu
 			return err
 		}
 		return tx.Enqueue(ctx, jobs.NotifyDirtyArgs{EnvironmentID: envID, CleanupID: cleanupID, Reason: "cleanup did not finish in time"}, nil)
+	})
+}
+
+// HandOnDeadCleanups queues again, in minutes, each cleanup whose worker
+// died (its heartbeat went quiet: kill -9, a lost machine): as when a worker
+// is stopped mid-cleanup and River retries it, the cleanup runs again from
+// the start (cleanups are made to be run again), and the pool's cleanup
+// timeout still bounds the whole, after which the environment is dirty.
+// The dead attempt's job is cancelled, so River never runs it again and,
+// should its worker be alive after all, it stops. River's leader runs this
+// every minute; it is idempotent: a claimed heartbeat is gone.
+func (s *Service) HandOnDeadCleanups(ctx context.Context) error {
+	interval := s.HeartbeatInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	quiet := jobs.QuietAfter(interval)
+	dead, err := models.QuietJobs(ctx, s.Queue.DB(), []string{jobs.CleanupEnvironmentArgs{}.Kind()}, quiet)
+	if err != nil {
+		return err
+	}
+	for i := range dead {
+		if err := s.handOnCleanup(ctx, &dead[i], quiet); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) handOnCleanup(ctx context.Context, q *models.QuietJob, quiet time.Duration) error {
+	var args jobs.CleanupEnvironmentArgs
+	if err := json.Unmarshal(q.Args, &args); err != nil {
+		return fmt.Errorf("reading the arguments of cleanup job %d: %w", q.JobID, err)
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		claimed, err := models.ClaimQuietJob(ctx, tx, q.JobID, q.Attempt, quiet)
+		if err != nil || !claimed || !q.Running {
+			return err
+		}
+		if err := tx.CancelJob(ctx, q.JobID); err != nil {
+			return err
+		}
+		env, err := models.EnvironmentByID(ctx, tx, args.EnvironmentID)
+		if errors.Is(err, models.ErrNotFound) {
+			return nil
+		}
+		if err != nil || env.Status != models.EnvCleaning || env.CleanupID == nil || *env.CleanupID != args.CleanupID {
+			return err // timed out, retried or marked clean meanwhile
+		}
+		why := fmt.Sprintf("its worker (%s) stopped: no heartbeat since %s UTC", q.Worker, q.BeatAt.UTC().Format(time.DateTime))
+		if err := models.AppendCleanupOutput(ctx, tx, env.ID, args.CleanupID, "\n[gantry] "+why+"; the cleanup runs again.\n"); err != nil {
+			return err
+		}
+		if err := s.log(ctx, tx, env, EventCleanupRequeued, "gantry:cleanup",
+			map[string]any{"job": q.JobID, "worker": q.Worker, "last_heartbeat": q.BeatAt, "reason": why}); err != nil {
+			return err
+		}
+		return tx.Enqueue(ctx, jobs.CleanupEnvironmentArgs{EnvironmentID: env.ID, CleanupID: args.CleanupID, Requeued: q.JobID}, nil)
 	})
 }

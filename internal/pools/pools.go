@@ -38,6 +38,7 @@ const (
 	EventCleanupFailed     = "environment-cleanup-failed"
 	EventCleanupTimedOut   = "environment-cleanup-timed-out"
 	EventCleanupRetried    = "environment-cleanup-retried"
+	EventCleanupRequeued   = "environment-cleanup-requeued"
 	EventMarkedClean       = "environment-marked-clean"
 	EventDirtyNotification = "environment-dirty-notified"
 )
@@ -58,6 +59,10 @@ type Service struct {
 	// transactions at a time instead of switching between dozens, which
 	// keeps the slowest answers near the typical ones. nil: no bound.
 	Admission *semaphore.Weighted
+	// HeartbeatInterval is how often a running cleanup says it is alive
+	// (GANTRY_HEARTBEAT_INTERVAL); HandOnDeadCleanups takes one quiet for
+	// jobs.QuietAfter of it for dead. Zero: 10 s.
+	HeartbeatInterval time.Duration
 }
 
 // Target is the log target of an environment.

@@ -11,6 +11,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,10 +154,12 @@ func (r Result) Success() bool {
 // ctx's cause, so a worker that returns it is retried rather than recording
 // a failed command).
 //
-// On timeout or cancellation the whole process group gets SIGTERM, and
-// SIGKILL after the grace period. When the command exits by itself, any
-// process it left behind in its group is stopped the same way: a command's
-// processes never outlive Run, except one that deliberately left the group.
+// The command runs under a supervisor (supervisor.go). On timeout or
+// cancellation its whole process group, and on Linux every descendant that
+// left the group, gets SIGTERM, and SIGKILL after the grace period. When the
+// command exits by itself, any process it left behind is stopped the same
+// way, and so is the whole tree when Gantry itself dies (kill -9 included):
+// a command's processes never outlive Run, nor Gantry.
 func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 	notRun := Result{ExitCode: -1}
 	p, err := prepare(cmd)
@@ -175,33 +178,48 @@ func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		closeAll(outR, outW)
 		return notRun, fmt.Errorf("creating stderr pipe: %w", err)
 	}
-	defer outR.Close()
-	defer errR.Close()
+	// The supervisor's control and report pipes (see supervisor.go). Gantry
+	// holds the control pipe's write end until the command is over: when
+	// Gantry dies, the kernel closes it, and the supervisor stops the tree.
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW, errR, errW)
+		return notRun, fmt.Errorf("creating control pipe: %w", err)
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW, errR, errW, ctlR, ctlW)
+		return notRun, fmt.Errorf("creating report pipe: %w", err)
+	}
+	defer closeAll(outR, errR, ctlW, repR)
 
+	self, err := executable()
+	if err != nil {
+		closeAll(outW, errW, ctlR, repW)
+		return notRun, fmt.Errorf("finding Gantry's executable to supervise %s: %w", name, err)
+	}
 	c := &exec.Cmd{
-		Path:        p.path,
-		Args:        cmd.Argv,
+		Path:        self,
+		Args:        supervisorArgs(p.grace, p.path, cmd.Argv),
 		Dir:         cmd.Dir,
-		Env:         p.env,
+		Env:         append(p.env, supervisorEnv+"=1"),
 		Stdin:       cmd.Stdin,
 		Stdout:      outW,
 		Stderr:      errW,
-		SysProcAttr: sysProcAttr(),
+		ExtraFiles:  []*os.File{ctlR, repW}, // controlFD, reportFD
+		SysProcAttr: supervisorProcAttr(),
 		// Bounds Wait's copying of a Stdin that never ends.
 		WaitDelay: p.grace,
 	}
 	start := time.Now()
 	err = c.Start()
-	outW.Close()
-	errW.Close()
+	closeAll(outW, errW, ctlR, repW)
 	if err != nil {
 		return notRun, fmt.Errorf("starting %s: %w", name, err)
 	}
-	pgid := c.Process.Pid
 
 	exited := make(chan struct{})
 	var waitErr error
@@ -209,9 +227,19 @@ func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 		waitErr = c.Wait()
 		close(exited)
 	}()
+	reports := readReports(repR)
+	first, ok := <-reports
+	if !ok || first.StartErr != "" {
+		<-exited
+		if !ok {
+			return notRun, fmt.Errorf("starting %s: %w", name, errors.Join(errNoReport, waitErr))
+		}
+		return notRun, fmt.Errorf("starting %s: %s", name, first.StartErr)
+	}
 
-	// The supervisor ends the process group when the command exits, times
-	// out, is cancelled, or its output cannot be stored.
+	// On a timeout, a cancellation or output that cannot be stored, the
+	// supervisor is asked to stop the command's processes; it reports and
+	// exits once they are gone, as it does when the command exits.
 	abort := make(chan struct{})
 	stopped := make(chan struct{})
 	var reason stopReason
@@ -221,6 +249,7 @@ func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 		defer timeout.Stop()
 		select {
 		case <-exited:
+			return
 		case <-ctx.Done():
 			reason = stopCancelled
 		case <-timeout.C:
@@ -228,13 +257,23 @@ func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 		case <-abort:
 			reason = stopAborted
 		}
-		stopGroup(pgid, p.grace, exited)
+		_, _ = io.WriteString(ctlW, stopRequest+"\n")
+		// Should the supervisor not manage it (it cannot be, short of a
+		// bug), its command's group is killed from here.
+		backstop := time.NewTimer(p.grace + supervisorSlack)
+		defer backstop.Stop()
+		select {
+		case <-exited:
+		case <-backstop.C:
+			killSupervised(c.Process, first.PID)
+		}
 	}()
 
 	out, sinkErr := pump(ctx, [2]*os.File{outR, errR}, p.secrets, sink, stopped, abort)
 
 	<-stopped
 	<-exited
+	last, reported := <-reports
 	res := Result{
 		ExitCode:  -1,
 		Duration:  time.Since(start),
@@ -242,8 +281,9 @@ func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 		Cancelled: reason == stopCancelled,
 		Output:    out,
 	}
-	if ps := c.ProcessState; ps != nil {
-		res.ExitCode = ps.ExitCode()
+	if reported && last.Exited {
+		res.ExitCode, res.Signal = last.result()
+	} else if ps := c.ProcessState; ps != nil {
 		res.Signal = signalName(ps)
 	}
 	var exitErr *exec.ExitError
@@ -254,8 +294,37 @@ func Run(ctx context.Context, cmd Command, sink Sink) (Result, error) {
 		return res, fmt.Errorf("running %s: %w", name, context.Cause(ctx))
 	case waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay):
 		return res, fmt.Errorf("waiting for %s: %w", name, waitErr)
+	case !reported || !last.Exited:
+		return res, fmt.Errorf("waiting for %s: %w", name, errors.Join(errNoReport, waitErr))
 	}
 	return res, nil
+}
+
+// supervisorSlack is how much longer than the kill grace a supervisor may
+// take to stop its command before Run kills what it can itself.
+const supervisorSlack = 10 * time.Second
+
+// readReports decodes the supervisor's reports until the pipe ends.
+func readReports(r io.Reader) <-chan supervisorReport {
+	out := make(chan supervisorReport, 2)
+	go func() {
+		defer close(out)
+		dec := json.NewDecoder(r)
+		for {
+			var rep supervisorReport
+			if dec.Decode(&rep) != nil {
+				return
+			}
+			out <- rep
+		}
+	}()
+	return out
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 type stopReason int

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,7 @@ type Server struct {
 	WebhookURL string
 
 	stopWorkers func()
+	env         []string // Options.Env, for worker processes
 }
 
 // Options change what New builds.
@@ -103,25 +105,13 @@ func New(t testing.TB, env ...string) *Server {
 func NewWith(t testing.TB, o Options) *Server {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := config.Load(append([]string{"GANTRY_SECRET_KEY=" + strings.Repeat("k", 32), "GANTRY_BASE_URL=" + BaseURL,
-		"GANTRY_COMMAND_TIMEOUT=5m", "GANTRY_ALLOCATION_RETENTION=24h"}, o.Env...), nil)
+	cfg, err := config.Load(append(slices.Clone(baseConfig), o.Env...), nil)
 	require.NoError(t, err)
 	db, err := models.Open(ctx, testdb.NewURL(t), cfg.DBMaxConns)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	s := &Server{DB: db, Logger: testLogger(), Webhook: make(chan map[string]any, 64)}
-
-	getenv := func(name string) string {
-		switch name {
-		case PoolAdminEnv:
-			return testdb.AdminURL()
-		case WebhookSecretEnv:
-			return WebhookSecret
-		case StatusTokenEnv:
-			return githubtest.Token
-		}
-		return ""
-	}
+	s := &Server{DB: db, Logger: testLogger(), Webhook: make(chan map[string]any, 64), env: o.Env}
+	getenv := testGetenv
 	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&body)
@@ -189,6 +179,24 @@ func (s *Server) Sync(t testing.TB, yaml string) {
 	require.NoError(t, err, yaml)
 	_, err = s.App.SyncConfig(context.Background(), f, "test")
 	require.NoError(t, err)
+}
+
+// baseConfig is the configuration of every in-test Gantry, before a test's
+// own variables.
+var baseConfig = []string{"GANTRY_SECRET_KEY=" + strings.Repeat("k", 32), "GANTRY_BASE_URL=" + BaseURL,
+	"GANTRY_COMMAND_TIMEOUT=5m", "GANTRY_ALLOCATION_RETENTION=24h"}
+
+// testGetenv is what gantry.yaml's variables are in tests.
+func testGetenv(name string) string {
+	switch name {
+	case PoolAdminEnv:
+		return testdb.AdminURL()
+	case WebhookSecretEnv:
+		return WebhookSecret
+	case StatusTokenEnv:
+		return githubtest.Token
+	}
+	return ""
 }
 
 // testLogger discards the server's log unless GANTRY_TEST_LOG is set (to

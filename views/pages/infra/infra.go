@@ -56,6 +56,19 @@ type Lock struct {
 	Text string // "free" or "locked by #42"
 	URL  string // the run holding it
 	Note string // more words, e.g. since when
+	// Why lists what keeps the run holding the lock, on that run's page:
+	// each execution under way and what it waits for.
+	Why []LockWhy
+}
+
+// LockWhy is one execution keeping its run, and so the merge lock: its
+// step ("applying", "interrupted", …) and what it is waiting for.
+type LockWhy struct {
+	Unit string
+	URL  string // the execution's page
+	Step string
+	Tone string // the step badge's
+	Text string // since when, the worker's last heartbeat, what to do
 }
 
 // Account is one account of a repository.
