@@ -122,7 +122,7 @@ func InfraArea(infra Infra) Area {
 // run's scan runs git, and plans with scan: plan), so keep heartbeats for
 // the sweep (Infra.Reconcile).
 func InfraHeartbeats() []string {
-	return []string{StartRunArgs{}.Kind(), RunPRPlanArgs{}.Kind(), PlanExecutionArgs{}.Kind(), ApplyExecutionArgs{}.Kind()}
+	return []string{StartRunArgs{}.Kind(), RunPRPlanArgs{}.Kind(), PlanExecutionArgs{}.Kind(), ApplyExecutionArgs{}.Kind(), DriftPlanArgs{}.Kind()}
 }
 
 func infraOpts(maxAttempts int) river.InsertOpts {

@@ -73,6 +73,10 @@ type DriftPlanArgs struct {
 	CheckID    int64  `json:"check_id"`
 	Repository string `json:"repository"`
 	Path       string `json:"path"`
+	// Requeued is the dead job this one replaces (Infra.Reconcile): River
+	// lists that one as running until its rescuer ends it, and the
+	// arguments differ so the two are not taken for duplicates.
+	Requeued int64 `json:"requeued,omitempty"`
 }
 
 func (DriftPlanArgs) Kind() string { return "drift_plan" }

@@ -272,3 +272,34 @@ func TestDeadWorker_scanRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, run.ID, lock.RunID)
 }
+
+// TestDeadWorker_driftCheckRunsAgain: kill -9 of the worker while a drift
+// check plans. The sweep queues the check again (a drift plan changes
+// nothing), so the unit is not left "checking" for River's rescue.
+func TestDeadWorker_driftCheckRunsAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noWorkers: true, env: []string{"GANTRY_HEARTBEAT_INTERVAL=" + deadWorkerHeartbeat.String()}})
+	b.Sync(t, b.withDrift())
+	dir := t.TempDir()
+	path := blockingTool(t, dir, "terraform", map[string]string{"drift-plan": `"/jobs/drift-"*" plan "`})
+
+	worker := b.StartWorkerProcess(t, path)
+	require.NoError(t, b.Infra.ScheduleDrift(b.ctx))
+	killWhenBlocked(t, worker, dir, "drift-plan")
+	b.StartWorkers(t)
+	var d models.DriftRepository
+	servertest.WaitFor(t, func() (bool, string) {
+		require.NoError(t, b.Infra.Reconcile(b.ctx))
+		all, err := models.ListDrift(b.ctx, b.DB.Bun)
+		require.NoError(t, err)
+		if len(all) != 1 || all[0].Sweep == nil {
+			return false, "not swept yet"
+		}
+		d = all[0]
+		return d.Checking == 0, fmt.Sprintf("%d checks left", d.Checking)
+	})
+	require.Empty(t, d.Failed, "the check whose worker died ran again and succeeded")
+	var requeued int
+	require.NoError(t, b.DB.Bun.NewRaw("SELECT count(*) FROM deployment_log WHERE event = ?", infra.EventDriftCheckRequeued).Scan(b.ctx, &requeued))
+	require.NotZero(t, requeued, "every check the dead worker held was queued again (the worker plans several at once)")
+}

@@ -34,6 +34,7 @@ const (
 	EventDriftFound          = "drift-found"
 	EventDriftNone           = "drift-none"
 	EventDriftCheckFailed    = "drift-check-failed"
+	EventDriftCheckRequeued  = "drift-check-requeued"
 	EventDriftReconcileStart = "drift-reconcile-requested"
 )
 
@@ -108,6 +109,10 @@ func (s *Service) SweepDrift(ctx context.Context, repoName string) error {
 				// now with Gantry's reason, the others go on.
 				c.Status, c.Error = models.DriftFailed, "Gantry cannot read this unit's configuration:\n"+why
 				if _, err := models.FinishDriftCheck(ctx, tx, &c); err != nil {
+					return err
+				}
+				if err := models.AppendLog(ctx, tx, &models.LogEntry{TargetID: DriftTarget(c.ID), Revision: commit, Event: EventDriftCheckFailed,
+					Actor: "gantry", Detail: map[string]any{"path": c.Path, "error": c.Error}}); err != nil {
 					return err
 				}
 				continue
@@ -374,4 +379,22 @@ func (s *Service) recheckAfterReconcile(ctx context.Context, tx jobs.Tx, run *mo
 		}
 	}
 	return nil
+}
+
+// handOnDriftCheck queues again a drift check whose worker died (its plan
+// starts over: a drift plan changes nothing), unless it ended meanwhile.
+func (s *Service) handOnDriftCheck(ctx context.Context, tx jobs.Tx, q *models.QuietJob, args deadJobArgs, detail map[string]any) error {
+	c, err := models.DriftCheckByID(ctx, tx, args.CheckID)
+	if errors.Is(err, models.ErrNotFound) {
+		return nil
+	}
+	if err != nil || (c.Status != models.DriftQueued && c.Status != models.DriftRunning) {
+		return err
+	}
+	detail["path"] = c.Path
+	if err := models.AppendLog(ctx, tx, &models.LogEntry{TargetID: DriftTarget(c.ID), Revision: c.CommitSHA,
+		Event: EventDriftCheckRequeued, Actor: "gantry", Detail: detail}); err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, jobs.DriftPlanArgs{CheckID: c.ID, Repository: c.Repository, Path: c.Path, Requeued: q.JobID}, nil)
 }

@@ -95,7 +95,7 @@ func (s *Service) QuietAfter() time.Duration {
 // would wait for the longest job plus half an hour. An apply that began is
 // never run again: it is interrupted for an operator (ResolveInterrupted),
 // its partial output kept. A run's scan, a plan, a pull request's plan, and
-// an apply that had not begun are queued again. The dead attempt's job is cancelled
+// an apply that had not begun, and a drift check are queued again. The dead attempt's job is cancelled
 // so that River never runs it again, and so that, should its worker be
 // alive after all, it stops its command and records nothing.
 func (s *Service) handOnDeadWork(ctx context.Context) error {
@@ -135,6 +135,7 @@ type deadJobArgs struct {
 	ApprovalID  int64 `json:"approval_id"`
 	PlanID      int64 `json:"plan_id"`
 	Generation  int   `json:"generation"`
+	CheckID     int64 `json:"check_id"`
 }
 
 // handOn hands on the work of one dead job, once: the sweep that claims its
@@ -161,6 +162,8 @@ func (s *Service) handOn(ctx context.Context, q *models.QuietJob, quiet time.Dur
 			return s.handOnScan(ctx, tx, q, args, detail)
 		case jobs.RunPRPlanArgs{}.Kind():
 			return s.handOnPRPlan(ctx, tx, q, args, detail)
+		case jobs.DriftPlanArgs{}.Kind():
+			return s.handOnDriftCheck(ctx, tx, q, args, detail)
 		case jobs.ApplyExecutionArgs{}.Kind():
 			return s.handOnExecution(ctx, tx, q, args, models.StepApplying, why, detail)
 		}
