@@ -1,0 +1,5 @@
+package web
+
+// daemonPages registers the area's pages.
+func (s *daemonsHandlers) daemonPages(r *Router) {
+}
