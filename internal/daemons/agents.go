@@ -194,7 +194,7 @@ func (s *Service) assignment(ctx context.Context, instanceID string) (*AgentTask
 
 // Report is what an agent says happened to a task.
 type Report struct {
-	State    string // "running" or "exited"
+	State    string // "running", "exited" (on its own) or "stopped" (on purpose)
 	PID      *int
 	ExitCode *int
 	Reason   string // why it exited or could not start ("exec: …: not found")
@@ -208,8 +208,10 @@ func (s *Service) ReportTask(ctx context.Context, instanceID string, taskID uuid
 		state = daemonplan.TaskRunning
 	case "exited":
 		state = daemonplan.TaskFailed // a task that was stopping ends stopped (transition)
+	case "stopped":
+		state = daemonplan.TaskStopped
 	default:
-		return apperr.Field("state", "must be running or exited")
+		return apperr.Field("state", "must be running, exited or stopped")
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		t, err := models.LockDaemonTask(ctx, tx, taskID)
@@ -258,7 +260,7 @@ func (s *Service) transition(ctx context.Context, tx jobs.Tx, t *models.DaemonTa
 			t.Reason = reason
 		}
 		event := EventTaskStopped
-		if t.State == string(daemonplan.TaskStopping) {
+		if t.State == string(daemonplan.TaskStopping) || state == daemonplan.TaskStopped {
 			t.State = string(daemonplan.TaskStopped)
 		} else {
 			t.State, event = string(daemonplan.TaskFailed), EventTaskFailed

@@ -146,6 +146,28 @@ func (s *Service) claim(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvir
 		return err
 	}
 	now := s.now()
+	if d.Type == models.DaemonUserCreated {
+		// A user's deployment plans for the whole environment, new and
+		// dead instances included: it supersedes a monitor's deployment in
+		// progress (which may be waiting on an instance that vanished).
+		open, err := models.OpenDaemonDeployments(ctx, tx, env.ID)
+		if err != nil {
+			return err
+		}
+		for i := range open {
+			o := &open[i]
+			if o.State != models.DaemonInProgress || o.Type == models.DaemonUserCreated {
+				continue
+			}
+			reason := "superseded by deployment " + d.ID.String()
+			if _, err := models.EndDaemonDeployment(ctx, tx, o, models.DaemonStopped, reason, now, models.DaemonInProgress); err != nil {
+				return err
+			}
+			if err := logEnv(ctx, tx, env.Name, o.ID, o.VersionID, EventDeploymentStopped, Actor, map[string]any{"reason": reason}); err != nil {
+				return err
+			}
+		}
+	}
 	ok, err := models.ClaimDaemonDeployment(ctx, tx, d, now, now.Add(time.Duration(v.TimeoutSeconds)*time.Second))
 	if err != nil || !ok {
 		return err
