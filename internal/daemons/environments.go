@@ -289,7 +289,7 @@ type Environment struct {
 	Latest   *models.DaemonVersion
 	Deployed *models.DaemonVersion    // nil until a deployment started
 	Active   *models.DaemonDeployment // the pending or in-progress deployment, nil when none
-	Last     *models.DaemonDeployment // the latest deployment, nil when none
+	Last     *models.DaemonDeployment // the latest deployment that ended (canceled ones aside), nil when none
 	Counts   map[string]int           // tasks by state (live ones and the failed ones not yet replaced)
 }
 
@@ -373,12 +373,15 @@ func (s *Service) describe(ctx context.Context, env *models.DaemonEnvironment, c
 			e.Active = &open[i]
 		}
 	}
-	last, err := models.DaemonDeployments(ctx, db, env.ID, 1)
+	recent, err := models.DaemonDeployments(ctx, db, env.ID, 20)
 	if err != nil {
 		return nil, err
 	}
-	if len(last) > 0 {
-		e.Last = &last[0]
+	for i := range recent {
+		if recent[i].Ended() && recent[i].State != models.DaemonCanceled {
+			e.Last = &recent[i]
+			break
+		}
 	}
 	return e, nil
 }
