@@ -561,3 +561,15 @@ func DaemonDeploymentCounts(ctx context.Context, db bun.IDB) (map[string]int, er
 	}
 	return out, err
 }
+
+// DaemonLog is the slice of the deployment log about one environment and
+// its instances, newest first.
+func DaemonLog(ctx context.Context, db bun.IDB, env string, limit int) ([]LogEntry, error) {
+	var entries []LogEntry
+	target := DaemonEnvironmentTarget(env)
+	err := db.NewSelect().Model(&entries).
+		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
+			return q.Where("target_id = ?", target).WhereOr("starts_with(target_id, ?)", target+"/")
+		}).OrderExpr("id DESC").Limit(int64(limit)).Scan(ctx)
+	return entries, err
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/daemonplan"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/models"
 )
@@ -468,4 +469,63 @@ func (s *Service) dispatch(ctx context.Context, start, stop []models.DaemonTask)
 	if err := s.Backend.Dispatch(ctx, start, stop); err != nil && s.Logger != nil {
 		s.Logger.Warn("dispatching daemon tasks", "starts", len(start), "stops", len(stop), "err", err)
 	}
+}
+
+// Picture is what an environment's grid shows: the instances its group
+// matches (by the deployed version, else the latest) and each one's newest
+// task.
+type Picture struct {
+	Version   *models.DaemonVersion
+	Instances []models.DaemonInstance
+	Tasks     map[string]models.DaemonTask // by instance ID
+	Backoff   map[string]time.Time         // instances whose restart waits, until when
+}
+
+// PictureOf builds an environment's picture.
+func (s *Service) PictureOf(ctx context.Context, e *Environment) (*Picture, error) {
+	db := s.Queue.DB()
+	v := e.Latest
+	if e.Deployed != nil {
+		v = e.Deployed
+	}
+	p := &Picture{Version: v, Tasks: map[string]models.DaemonTask{}, Backoff: map[string]time.Time{}}
+	all, err := models.DaemonClusterInstances(ctx, db, v.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range all {
+		if daemonplan.Matches(daemonplan.Instance{ID: in.ID, Status: daemonplan.InstanceStatus(in.Status), Attributes: in.Attributes}, v.Attributes) {
+			p.Instances = append(p.Instances, in)
+		}
+	}
+	tasks, err := models.LatestDaemonTasks(ctx, db, e.ID)
+	if err != nil {
+		return nil, err
+	}
+	// Per instance: the task that runs or launches, else a stopping one,
+	// else the newest (tasks come newest first).
+	rank := func(state string) int {
+		switch state {
+		case "launching", "running":
+			return 0
+		case "stopping":
+			return 1
+		}
+		return 2
+	}
+	for _, t := range tasks {
+		if cur, ok := p.Tasks[t.InstanceID]; !ok || rank(t.State) < rank(cur.State) {
+			p.Tasks[t.InstanceID] = t
+		}
+	}
+	crashes, err := models.DaemonCrashLoops(ctx, db, e.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range crashes {
+		if until := c.LastExitAt.Add(s.Backoff.Delay(c.Failures)); until.After(s.now()) {
+			p.Backoff[c.InstanceID] = until
+		}
+	}
+	return p, nil
 }
