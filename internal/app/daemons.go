@@ -6,6 +6,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/daemonplan"
 	"github.com/gantryhq/gantry/internal/daemons"
+	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/web"
 )
@@ -16,7 +17,7 @@ import (
 const daemonSweepEvery = 15 * time.Second
 
 // daemonsArea is daemons (seed 002): docs/areas/daemons.md.
-var daemonsArea = Area{Name: "daemons", Build: func(_ context.Context, d *Deps) (*Parts, error) {
+var daemonsArea = Area{Name: "daemons", Section: &daemons.Section, Build: func(_ context.Context, d *Deps) (*Parts, error) {
 	svc := &daemons.Service{
 		Queue: d.Queue, Logger: d.Logger,
 		HeartbeatInterval: daemons.DefaultHeartbeatInterval, HeartbeatTTL: daemons.DefaultHeartbeatTTL,
@@ -27,7 +28,14 @@ var daemonsArea = Area{Name: "daemons", Build: func(_ context.Context, d *Deps) 
 	jobsArea := jobs.DaemonsArea(svc, daemonSweepEvery)
 	return &Parts{
 		Service: svc,
-		Jobs:    &jobsArea,
+		Config: &ConfigSection{Sync: func(ctx context.Context, f *gantryfile.File, actor string) ([]string, error) {
+			res, err := svc.Sync(ctx, f, actor)
+			changes := changeLines("created", "daemon environment ", res.Created, "")
+			changes = append(changes, changeLines("updated", "daemon environment ", res.Updated, " (a new version; deploy it to roll it out)")...)
+			changes = append(changes, changeLines("deleted", "daemon environment ", res.Deleted, "")...)
+			return append(changes, changeLines("kept", "daemon environment ", res.Kept, " (a deployment is in progress; deleted at the next sync)")...), err
+		}},
+		Jobs: &jobsArea,
 		Web:     web.DaemonsArea(svc),
 	}, nil
 }}

@@ -2,6 +2,7 @@ package daemons_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -301,4 +302,47 @@ func TestInterruptedStepLeavesNothing(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"i-1": 1, "i-2": 1}, perInstance)
 	require.Equal(t, 1, h.deployment(d.ID).Batches)
+}
+
+// TestGantryfile: environments declared in gantry.yaml are created and
+// versioned by the sync, the file wins over the API, and an environment
+// that leaves the file is deleted.
+func TestGantryfile(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	yaml := func(minHealthy int) string {
+		return fmt.Sprintf(`daemons:
+  - name: logs
+    task_definition: {name: fluent-bit, command: [/bin/sleep, "100"], env: {LEVEL: info}}
+    instance_group: {cluster: web, attributes: [role=web]}
+    min_healthy_percent: %d
+`, minHealthy)
+	}
+	h.srv.Sync(t, yaml(50))
+	env := h.env("logs")
+	require.Equal(t, "file", env.Source)
+	v1, err := models.LatestDaemonVersion(h.ctx, h.srv.DB.Bun, env.ID)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"LEVEL": "info"}, v1.TaskEnv)
+
+	h.srv.Sync(t, yaml(50))
+	again, err := models.LatestDaemonVersion(h.ctx, h.srv.DB.Bun, env.ID)
+	require.NoError(t, err)
+	require.Equal(t, v1.ID, again.ID, "an unchanged file makes no version")
+
+	_, err = h.svc.UpdateEnvironment(h.ctx, "logs", daemons.Spec{TaskDefinition: daemons.TaskDefinition{Name: "fluent-bit", Command: []string{"/bin/true"}}}, "api", "test")
+	require.Equal(t, apperr.Conflict, appErr(t, err).Code, "the file wins")
+
+	h.srv.Sync(t, yaml(80))
+	v2, err := models.LatestDaemonVersion(h.ctx, h.srv.DB.Bun, env.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, v2.Number)
+	require.Equal(t, 80, v2.MinHealthyPercent)
+
+	_, err = h.srv.App.ParseConfig("gantry.yaml", []byte(yaml(150)), func(string) (string, bool) { return "", false })
+	require.ErrorContains(t, err, "daemons[0].min_healthy_percent")
+
+	h.srv.Sync(t, "daemons: []\n")
+	_, err = models.DaemonEnvironmentByName(h.ctx, h.srv.DB.Bun, "logs")
+	require.ErrorIs(t, err, models.ErrNotFound, "gone from the file, gone")
 }

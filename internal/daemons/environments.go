@@ -212,14 +212,32 @@ func (s *Service) CreateEnvironment(ctx context.Context, name string, spec Spec,
 	return env, v, nil
 }
 
+// Where an environment is declared.
+const (
+	sourceAPI  = "api"
+	sourceFile = "file"
+)
+
 // UpdateEnvironment stores a new version of an environment; it deploys
-// nothing (StartDeployment does).
+// nothing (StartDeployment does). An environment declared in gantry.yaml
+// is changed in the file, not here (409).
 func (s *Service) UpdateEnvironment(ctx context.Context, name string, spec Spec, source, actor string) (*models.DaemonVersion, error) {
+	return s.updateEnvironment(ctx, name, spec, source, actor, false)
+}
+
+// updateEnvironment is UpdateEnvironment; fromFile lets gantry.yaml's sync
+// change what the file declares.
+func (s *Service) updateEnvironment(ctx context.Context, name string, spec Spec, source, actor string, fromFile bool) (*models.DaemonVersion, error) {
 	var v *models.DaemonVersion
 	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		env, err := s.lockEnv(ctx, tx, name)
 		if err != nil {
 			return err
+		}
+		if env.Source == sourceFile && !fromFile {
+			return &apperr.Error{Code: apperr.Conflict,
+				Message: fmt.Sprintf("Daemon environment %s is declared in gantry.yaml: change it there and run gantry config apply (the file wins).", name),
+				Fields:  map[string]string{"name": "declared in gantry.yaml"}}
 		}
 		prev, err := models.LatestDaemonVersion(ctx, tx, env.ID)
 		if err != nil {

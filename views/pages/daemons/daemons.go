@@ -74,12 +74,12 @@ type Deployment struct {
 
 // DiffView is what a deployment of a version would do.
 type DiffView struct {
-	Version, VersionID                 string
-	Matching, FirstBatch               int
-	Start, Unchanged                   []string
-	Replace                            []DiffLine
-	Stop                               []DiffLine
-	StartURL                           string
+	Version, VersionID   string
+	Matching, FirstBatch int
+	Start, Unchanged     []string
+	Replace              []DiffLine
+	Stop                 []DiffLine
+	StartURL             string
 }
 
 // DiffLine is one replaced or stopped task.
@@ -93,24 +93,24 @@ type Option struct {
 
 // EnvironmentView is /daemons/{name}.
 type EnvironmentView struct {
-	Name                     string
-	State, StateTone         string
-	Health, HealthTone       string
-	HealthLine               string
-	Source                   string // "API", or "gantry.yaml" (changes through the API are overwritten at the next sync)
-	FromFile                 bool
-	Cluster, Attributes      string
-	Matching                 int
-	Grid                     Grid
-	Versions                 []Version
-	Options                  []Option
-	Diff                     *DiffView
-	Deployments              []Deployment
-	Active                   *Deployment
-	StopURL, RollbackURL     string
-	CanOperate               bool
-	Log                      []log.Row
-	LogURL                   string
+	Name                 string
+	State, StateTone     string
+	Health, HealthTone   string
+	HealthLine           string
+	Source               string // "API", or "gantry.yaml" (changes through the API are overwritten at the next sync)
+	FromFile             bool
+	Cluster, Attributes  string
+	Matching             int
+	Grid                 Grid
+	Versions             []Version
+	Options              []Option
+	Diff                 *DiffView
+	Deployments          []Deployment
+	Active               *Deployment
+	StopURL, RollbackURL string
+	CanOperate           bool
+	Log                  []log.Row
+	LogURL               string
 }
 
 // DeploymentView is /daemons/{name}/deployments/{id}.
