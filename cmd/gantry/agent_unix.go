@@ -8,11 +8,6 @@ import (
 	"time"
 )
 
-// taskProcAttr puts a task in a process group of its own, so that stopping
-// it stops whatever it started too, and a signal to the agent's terminal
-// group does not reach it.
-func taskProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
 // stopGroup sends SIGTERM to process group pgid and SIGKILL after grace if
 // any of it is left (at once when grace is 0).
 func stopGroup(pgid int, grace time.Duration) {

@@ -36,6 +36,28 @@ var daemonsArea = Area{Name: "daemons", Section: &daemons.Section, Build: func(_
 			return append(changes, changeLines("kept", "daemon environment ", res.Kept, " (a deployment is in progress; deleted at the next sync)")...), err
 		}},
 		Jobs: &jobsArea,
-		Web:     web.DaemonsArea(svc),
+		Web:  web.DaemonsArea(svc),
+		Demo: func(ctx context.Context) (bool, error) { return daemonsDemo(ctx, svc) },
 	}, nil
 }}
+
+// DemoDaemonCluster is the cluster of gantry dev --demo's daemon
+// environment; gantry dev starts local agents in it (cmd/gantry/dev.go).
+const DemoDaemonCluster = "demo"
+
+// daemonsDemo adds a daemon environment on the demo cluster, deployed, once:
+// its tasks start as soon as gantry dev's agents register.
+func daemonsDemo(ctx context.Context, svc *daemons.Service) (bool, error) {
+	if _, err := svc.GetEnvironment(ctx, "node-exporter"); err == nil {
+		return false, nil
+	}
+	_, v, err := svc.CreateEnvironment(ctx, "node-exporter", daemons.Spec{
+		TaskDefinition: daemons.TaskDefinition{Name: "node-exporter", Command: []string{"/bin/sh", "-c", "while true; do sleep 60; done"}},
+		InstanceGroup:  daemons.InstanceGroup{Cluster: DemoDaemonCluster, Attributes: []string{"role=web"}},
+	}, "api", "gantry-demo")
+	if err != nil {
+		return false, err
+	}
+	_, err = svc.StartDeployment(ctx, "node-exporter", v.ID, "gantry-demo")
+	return err == nil, err
+}
