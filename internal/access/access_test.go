@@ -894,6 +894,8 @@ func TestCreateToken(t *testing.T) {
 			{"an unknown one", operator, []string{"read", "deploy"}, nil, `unknown scope "deploy": use read, write, vote, admin or agent`},
 			{"in capitals", operator, []string{"READ"}, nil, `unknown scope "READ": use read, write, vote, admin or agent`},
 			{"admin for an operator", operator, []string{"read", "admin"}, nil, "only admins can hold the admin scope"},
+			{"agent alone for an operator", operator, []string{"agent"}, []string{"agent"}, ""},
+			{"agent with another scope", operator, []string{"agent", "read"}, nil, "the agent scope stands alone: make a separate token for anything else"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
