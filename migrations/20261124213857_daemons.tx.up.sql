@@ -100,6 +100,9 @@ CREATE UNIQUE INDEX daemon_tasks_one_per_instance ON daemon_tasks (environment_i
 CREATE INDEX daemon_tasks_live ON daemon_tasks (environment_id, state) WHERE state IN ('launching', 'running', 'stopping');
 CREATE INDEX daemon_tasks_instance ON daemon_tasks (instance_id) WHERE state IN ('launching', 'running', 'stopping');
 CREATE INDEX daemon_tasks_deployment ON daemon_tasks (deployment_id);
+-- Each instance's newest task of an environment (the grid, the planner's
+-- snapshot).
+CREATE INDEX daemon_tasks_newest ON daemon_tasks (environment_id, instance_id, created_at DESC, id);
 
 CREATE TABLE daemon_crash_loops (
     environment_id bigint NOT NULL REFERENCES daemon_environments (id),

@@ -433,14 +433,27 @@ func LiveDaemonTasks(ctx context.Context, db bun.IDB, envID int64) ([]DaemonTask
 }
 
 // LatestDaemonTasks is, per instance, an environment's newest task whatever
-// its state, plus every other live one: what the pages' grid shows.
+// its state, plus every other live one: the planner's snapshot and the
+// grid. Newest first per instance.
 func LatestDaemonTasks(ctx context.Context, db bun.IDB, envID int64) ([]DaemonTask, error) {
 	var ts []DaemonTask
-	err := db.NewSelect().Model(&ts).Where("environment_id = ?", envID).
-		WhereGroup(" AND ", func(q *bun.SelectQuery) *bun.SelectQuery {
-			return q.Where("state IN ('launching', 'running', 'stopping')").
-				WhereOr("id = (SELECT l.id FROM daemon_tasks AS l WHERE l.environment_id = dt.environment_id AND l.instance_id = dt.instance_id ORDER BY l.created_at DESC, l.id LIMIT 1)")
-		}).OrderExpr("instance_id, created_at DESC").Scan(ctx)
+	err := db.NewRaw(`SELECT * FROM daemon_tasks WHERE environment_id = ? AND state IN ('launching', 'running', 'stopping')
+		UNION
+		SELECT * FROM (SELECT DISTINCT ON (instance_id) * FROM daemon_tasks WHERE environment_id = ?
+			ORDER BY instance_id, created_at DESC, id) AS newest
+		ORDER BY instance_id, created_at DESC`, envID, envID).Scan(ctx, &ts)
+	return ts, err
+}
+
+// NewestDaemonTasksOn is an environment's newest task on each of the
+// instances, for the ones that have any.
+func NewestDaemonTasksOn(ctx context.Context, db bun.IDB, envID int64, instanceIDs []string) ([]DaemonTask, error) {
+	if len(instanceIDs) == 0 {
+		return nil, nil
+	}
+	var ts []DaemonTask
+	err := db.NewSelect().Model(&ts).DistinctOn("instance_id").Where("environment_id = ?", envID).
+		Where("instance_id IN (?)", bun.In(instanceIDs)).OrderExpr("instance_id, created_at DESC, id").Scan(ctx)
 	return ts, err
 }
 

@@ -23,9 +23,8 @@ import (
 
 // snapshot is what the planner needs, loaded under the environment's lock.
 type snapshot struct {
-	input  daemonplan.Input
-	tasks  map[string]*models.DaemonTask // by ID: live tasks and each instance's latest
-	latest map[string]*models.DaemonTask // each instance's newest task
+	input daemonplan.Input
+	tasks map[string]*models.DaemonTask // live tasks by ID
 }
 
 func (s *Service) snapshot(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, v *models.DaemonVersion) (*snapshot, error) {
@@ -33,7 +32,7 @@ func (s *Service) snapshot(ctx context.Context, tx jobs.Tx, env *models.DaemonEn
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := models.LatestDaemonTasks(ctx, tx, env.ID)
+	tasks, err := models.LiveDaemonTasks(ctx, tx, env.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +40,7 @@ func (s *Service) snapshot(ctx context.Context, tx jobs.Tx, env *models.DaemonEn
 	if err != nil {
 		return nil, err
 	}
-	snap := &snapshot{tasks: map[string]*models.DaemonTask{}, latest: map[string]*models.DaemonTask{}, input: daemonplan.Input{
+	snap := &snapshot{tasks: map[string]*models.DaemonTask{}, input: daemonplan.Input{
 		Version: v.ID.String(), Attributes: v.Attributes, MinHealthyPercent: v.MinHealthyPercent,
 		Crashes: map[string]daemonplan.CrashRecord{}, Backoff: s.Backoff, Now: s.now(),
 	}}
@@ -51,9 +50,6 @@ func (s *Service) snapshot(ctx context.Context, tx jobs.Tx, env *models.DaemonEn
 	for i := range tasks {
 		t := &tasks[i]
 		snap.tasks[t.ID.String()] = t
-		if l := snap.latest[t.InstanceID]; l == nil || t.CreatedAt.After(l.CreatedAt) {
-			snap.latest[t.InstanceID] = t
-		}
 		snap.input.Tasks = append(snap.input.Tasks, daemonplan.Task{ID: t.ID.String(), InstanceID: t.InstanceID,
 			Version: t.VersionID.String(), State: daemonplan.TaskState(t.State), StartedAt: t.CreatedAt})
 	}
@@ -79,12 +75,28 @@ func (s *Service) apply(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvir
 		out.stopping = append(out.stopping, *t)
 		return logTask(ctx, tx, env.Name, t, EventTaskStopping, Actor, map[string]any{"reason": reason, "by_deployment": d.ID.String()})
 	}
+	// A start on an instance whose newest task failed replaces that task
+	// (for the death-to-running metric).
+	var empty []string
+	for _, st := range p.Start {
+		empty = append(empty, st.InstanceID)
+	}
+	newest, err := models.NewestDaemonTasksOn(ctx, tx, env.ID, empty)
+	if err != nil {
+		return err
+	}
+	dead := map[string]uuid.UUID{}
+	for _, t := range newest {
+		if t.State == string(daemonplan.TaskFailed) {
+			dead[t.InstanceID] = t.ID
+		}
+	}
 	var starts []models.DaemonTask
 	start := func(instance, reason string) error {
 		t := models.DaemonTask{ID: uuid.New(), EnvironmentID: env.ID, InstanceID: instance, VersionID: d.VersionID,
 			DeploymentID: d.ID, State: string(daemonplan.TaskLaunching), CreatedAt: now}
-		if l := snap.latest[instance]; l != nil && l.State == string(daemonplan.TaskFailed) {
-			t.Replaces = &l.ID
+		if id, ok := dead[instance]; ok {
+			t.Replaces = &id
 		}
 		starts = append(starts, t)
 		return logTask(ctx, tx, env.Name, &t, EventTaskStarting, Actor, map[string]any{"reason": reason})
