@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/models"
@@ -66,6 +67,28 @@ func TestDaemonsAPI(t *testing.T) {
 	require.Empty(t, body["tasks"])
 	res, _ = b.call(t, http.MethodPost, "/api/v1/daemons/agents/m-1/tasks/6c1c8a3e-1b1a-4c8e-9d55-9c5c0e3a1f00", agent, `{"state":"running"}`)
 	require.Equal(t, http.StatusNotFound, res.StatusCode, "not a task of the instance")
+	// A task for m-1, running: the metrics count it by environment and state.
+	res, body = b.call(t, http.MethodPost, "/api/v1/daemons/environments", write, `{"name":"metrics","task_definition":{"name":"m","command":["/bin/true"]},"instance_group":{"cluster":"web"}}`)
+	require.Equal(t, http.StatusCreated, res.StatusCode, body)
+	res, body = b.call(t, http.MethodPost, "/api/v1/daemons/environments/metrics/deployments", write, fmt.Sprintf(`{"version_id":%q}`, body["environment_version"]))
+	require.Equal(t, http.StatusAccepted, res.StatusCode, body)
+	d, err := b.Daemons().GetDeployment(t.Context(), "metrics", uuid.MustParse(body["id"].(string)))
+	require.NoError(t, err)
+	require.NoError(t, b.Daemons().ClaimDeployment(t.Context(), d.ID))
+	_, err = b.Daemons().StepDeployment(t.Context(), d.ID)
+	require.NoError(t, err)
+	res, body = b.call(t, http.MethodGet, "/api/v1/daemons/agents/m-1/tasks?wait=0s", agent, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	tasks := body["tasks"].([]any)
+	require.Len(t, tasks, 1)
+	taskID := tasks[0].(map[string]any)["id"].(string)
+	res, _ = b.call(t, http.MethodPost, "/api/v1/daemons/agents/m-1/tasks/"+taskID, agent, `{"state":"running","pid":42}`)
+	require.Equal(t, http.StatusNoContent, res.StatusCode)
+	metrics := b.metrics(t, write)
+	require.Contains(t, metrics, `gantry_daemon_tasks{environment="metrics",state="running"} 1`)
+	require.Contains(t, metrics, `gantry_daemon_deployments{state="in-progress"} 1`)
+	require.Contains(t, metrics, `gantry_daemon_cluster_staleness_seconds{cluster="web"}`)
+
 	res, _ = b.call(t, http.MethodDelete, "/api/v1/daemons/agents/m-1", agent, "")
 	require.Equal(t, http.StatusNoContent, res.StatusCode)
 	res, _ = b.call(t, http.MethodGet, "/api/v1/daemons/agents/m-1/tasks?wait=0s", agent, "")
