@@ -306,16 +306,20 @@ func (s *Service) leave(ctx context.Context, tx jobs.Tx, instanceID, reason, act
 	if err != nil {
 		return err
 	}
+	// Lock the environments in id order, as the sweep does.
 	names := map[int64]string{}
+	for _, t := range ended {
+		names[t.EnvironmentID] = ""
+	}
+	for _, id := range slices.Sorted(maps.Keys(names)) {
+		e, err := models.LockDaemonEnvironmentByID(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		names[id] = e.Name
+	}
 	for i := range ended {
 		t := &ended[i]
-		if _, ok := names[t.EnvironmentID]; !ok {
-			e, err := models.LockDaemonEnvironmentByID(ctx, tx, t.EnvironmentID)
-			if err != nil {
-				return err
-			}
-			names[t.EnvironmentID] = e.Name
-		}
 		if err := logTask(ctx, tx, names[t.EnvironmentID], t, EventTaskStopped, actor, map[string]any{"reason": "instance left: " + reason}); err != nil {
 			return err
 		}

@@ -231,7 +231,7 @@ func (s *Service) DiffDeployment(ctx context.Context, name string, versionID uui
 		if err != nil {
 			return err
 		}
-		snap, err := s.snapshot(ctx, tx, env, v)
+		snap, err := s.snapshot(ctx, tx, env, v, nil)
 		if err != nil {
 			return err
 		}

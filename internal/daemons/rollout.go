@@ -1,9 +1,11 @@
 package daemons
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,10 +29,20 @@ type snapshot struct {
 	tasks map[string]*models.DaemonTask // live tasks by ID
 }
 
-func (s *Service) snapshot(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, v *models.DaemonVersion) (*snapshot, error) {
-	instances, err := models.DaemonClusterInstances(ctx, tx, v.Cluster)
-	if err != nil {
-		return nil, err
+// clusterInstances holds each cluster's instances as read once in a
+// transaction that locks every environment it reconciles (the sweep).
+type clusterInstances map[string][]models.DaemonInstance
+
+func (s *Service) snapshot(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, v *models.DaemonVersion, cache clusterInstances) (*snapshot, error) {
+	instances, ok := cache[v.Cluster]
+	if !ok {
+		var err error
+		if instances, err = models.DaemonClusterInstances(ctx, tx, v.Cluster); err != nil {
+			return nil, err
+		}
+		if cache != nil {
+			cache[v.Cluster] = instances
+		}
 	}
 	tasks, err := models.LiveDaemonTasks(ctx, tx, env.ID)
 	if err != nil {
@@ -233,7 +245,7 @@ func (s *Service) StepDeployment(ctx context.Context, id uuid.UUID) (time.Durati
 		if d, err = models.DaemonDeploymentByID(ctx, tx, id); err != nil || d.State != models.DaemonInProgress {
 			return err
 		}
-		next, err = s.step(ctx, tx, env, d, &done)
+		next, err = s.step(ctx, tx, env, d, nil, &done)
 		return err
 	})
 	if err != nil {
@@ -245,7 +257,7 @@ func (s *Service) StepDeployment(ctx context.Context, id uuid.UUID) (time.Durati
 
 // step is StepDeployment inside the caller's transaction, which holds the
 // environment's lock.
-func (s *Service) step(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, d *models.DaemonDeployment, done *applied) (time.Duration, error) {
+func (s *Service) step(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, d *models.DaemonDeployment, cache clusterInstances, done *applied) (time.Duration, error) {
 	v, err := models.DaemonVersionByID(ctx, tx, d.VersionID)
 	if err != nil {
 		return 0, err
@@ -263,7 +275,7 @@ func (s *Service) step(ctx context.Context, tx jobs.Tx, env *models.DaemonEnviro
 	if d.DeadlineAt != nil && now.After(*d.DeadlineAt) {
 		return 0, s.end(ctx, tx, env, d, models.DaemonTimedOut, fmt.Sprintf("not done within %ds", v.TimeoutSeconds))
 	}
-	snap, err := s.snapshot(ctx, tx, env, v)
+	snap, err := s.snapshot(ctx, tx, env, v, cache)
 	if err != nil {
 		return 0, err
 	}
@@ -342,68 +354,78 @@ func (s *Service) end(ctx context.Context, tx jobs.Tx, env *models.DaemonEnviron
 func (s *Service) ReconcileEnvironment(ctx context.Context, envID int64) error {
 	var done applied
 	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		done = applied{}
 		env, err := models.LockDaemonEnvironmentByID(ctx, tx, envID)
-		if err != nil || env.DeletedAt != nil || !env.Active || env.DeployedVersionID == nil {
-			return err
-		}
-		open, err := models.OpenDaemonDeployments(ctx, tx, env.ID)
 		if err != nil {
 			return err
 		}
-		for i := range open {
-			if open[i].State == models.DaemonInProgress {
-				// Its steps plan for the whole environment: take one now
-				// rather than wait for its next look.
-				_, err := s.step(ctx, tx, env, &open[i], &done)
-				return err
-			}
-		}
-		v, err := models.DaemonVersionByID(ctx, tx, *env.DeployedVersionID)
-		if err != nil {
-			return err
-		}
-		snap, err := s.snapshot(ctx, tx, env, v)
-		if err != nil {
-			return err
-		}
-		p := daemonplan.Make(snap.input)
-		if err := retryAfterBackoff(ctx, tx, env, p); err != nil {
-			return err
-		}
-		if len(p.Start) == 0 && len(p.Stop) == 0 {
-			return nil
-		}
-		d := &models.DaemonDeployment{ID: uuid.New(), EnvironmentID: env.ID, VersionID: v.ID, Type: models.DaemonHealthRepair, CreatedBy: Actor}
-		for _, st := range p.Start {
-			if st.Reason == daemonplan.StartNew {
-				d.Type = models.DaemonNewInstance
-			}
-		}
-		now := s.now()
-		d.StartedAt, d.SteppedAt, d.Batches = &now, &now, 1
-		deadline := now.Add(time.Duration(v.TimeoutSeconds) * time.Second)
-		d.DeadlineAt = &deadline
-		if len(p.Start) == 0 {
-			// Only cleanup: no deployment, the stops are logged per task.
-			return s.applyStops(ctx, tx, env, snap, p, &done)
-		}
-		ok, err := models.InsertDaemonDeploymentInProgress(ctx, tx, d)
-		if err != nil || !ok {
-			return err
-		}
-		if err := logEnv(ctx, tx, env.Name, d.ID, v.ID, EventDeploymentStarted, Actor, map[string]any{"type": d.Type, "version": v.Number, "instances": len(p.Start)}); err != nil {
-			return err
-		}
-		if err := s.apply(ctx, tx, env, d, snap, p, false, &done); err != nil {
-			return err
-		}
-		return tx.Enqueue(ctx, jobs.DaemonDeploymentStepArgs{DeploymentID: d.ID}, nil)
+		return s.reconcile(ctx, tx, env, nil, &done)
 	})
 	if err != nil {
 		return err
 	}
 	s.dispatch(ctx, done.started, done.stopping)
 	return nil
+}
+
+// reconcile is ReconcileEnvironment inside the caller's transaction, which
+// holds env's lock.
+func (s *Service) reconcile(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, cache clusterInstances, done *applied) error {
+	if env.DeletedAt != nil || !env.Active || env.DeployedVersionID == nil {
+		return nil
+	}
+	open, err := models.OpenDaemonDeployments(ctx, tx, env.ID)
+	if err != nil {
+		return err
+	}
+	for i := range open {
+		if open[i].State == models.DaemonInProgress {
+			// Its steps plan for the whole environment: take one now
+			// rather than wait for its next look.
+			_, err := s.step(ctx, tx, env, &open[i], cache, done)
+			return err
+		}
+	}
+	v, err := models.DaemonVersionByID(ctx, tx, *env.DeployedVersionID)
+	if err != nil {
+		return err
+	}
+	snap, err := s.snapshot(ctx, tx, env, v, cache)
+	if err != nil {
+		return err
+	}
+	p := daemonplan.Make(snap.input)
+	if err := retryAfterBackoff(ctx, tx, env, p); err != nil {
+		return err
+	}
+	if len(p.Start) == 0 && len(p.Stop) == 0 {
+		return nil
+	}
+	if len(p.Start) == 0 {
+		// Only cleanup: no deployment, the stops are logged per task.
+		return s.applyStops(ctx, tx, env, snap, p, done)
+	}
+	d := &models.DaemonDeployment{ID: uuid.New(), EnvironmentID: env.ID, VersionID: v.ID, Type: models.DaemonHealthRepair, CreatedBy: Actor}
+	for _, st := range p.Start {
+		if st.Reason == daemonplan.StartNew {
+			d.Type = models.DaemonNewInstance
+		}
+	}
+	now := s.now()
+	d.StartedAt, d.SteppedAt, d.Batches = &now, &now, 1
+	deadline := now.Add(time.Duration(v.TimeoutSeconds) * time.Second)
+	d.DeadlineAt = &deadline
+	ok, err := models.InsertDaemonDeploymentInProgress(ctx, tx, d)
+	if err != nil || !ok {
+		return err
+	}
+	if err := logEnv(ctx, tx, env.Name, d.ID, v.ID, EventDeploymentStarted, Actor, map[string]any{"type": d.Type, "version": v.Number, "instances": len(p.Start)}); err != nil {
+		return err
+	}
+	if err := s.apply(ctx, tx, env, d, snap, p, false, done); err != nil {
+		return err
+	}
+	return tx.Enqueue(ctx, jobs.DaemonDeploymentStepArgs{DeploymentID: d.ID}, nil)
 }
 
 // retryAfterBackoff schedules a reconcile for when the first crash-loop
@@ -486,13 +508,32 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, e := range envs {
-		if e.Active {
-			if err := s.ReconcileEnvironment(ctx, e.ID); err != nil {
+	slices.SortFunc(envs, func(a, b models.DaemonEnvironment) int { return cmp.Compare(a.ID, b.ID) })
+	// One transaction locks every active environment in id order (as
+	// every other path locks one, no deadlock) and reads each cluster's
+	// instances once for all of them.
+	var done applied
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		done = applied{}
+		cache := clusterInstances{}
+		for _, e := range envs {
+			if !e.Active {
+				continue
+			}
+			env, err := models.LockDaemonEnvironmentByID(ctx, tx, e.ID)
+			if err != nil {
+				return err
+			}
+			if err := s.reconcile(ctx, tx, env, cache, &done); err != nil {
 				return fmt.Errorf("reconciling %s: %w", e.Name, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	s.dispatch(ctx, done.started, done.stopping)
 	s.Metrics.reconciled(time.Since(began))
 	return nil
 }
