@@ -508,6 +508,17 @@ func StopDaemonTasks(ctx context.Context, db bun.IDB, ids []uuid.UUID, reason st
 	return err
 }
 
+// EndDaemonTasks marks live tasks stopped at once (their instance is gone).
+func EndDaemonTasks(ctx context.Context, db bun.IDB, ids []uuid.UUID, reason string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := db.NewUpdate().Model((*DaemonTask)(nil)).
+		Set("state = 'stopped'").Set("ended_at = ?", now).Set("reason = ?", reason).
+		Where("id IN (?)", bun.In(ids)).Where("state IN ('launching', 'running', 'stopping')").Exec(ctx)
+	return err
+}
+
 // EndDaemonTasksOn marks every live task on a departed instance stopped:
 // nothing can run there any more.
 func EndDaemonTasksOn(ctx context.Context, db bun.IDB, instanceID, reason string, now time.Time) ([]DaemonTask, error) {

@@ -346,3 +346,28 @@ func TestGantryfile(t *testing.T) {
 	_, err = models.DaemonEnvironmentByName(h.ctx, h.srv.DB.Bun, "logs")
 	require.ErrorIs(t, err, models.ErrNotFound, "gone from the file, gone")
 }
+
+// TestTaskOnDepartedInstanceEnds: a task that reached an instance in the
+// instant it left (inserted after its goodbye) is ended by the next
+// reconcile, not left waiting for an agent that is gone.
+func TestTaskOnDepartedInstanceEnds(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.register("i-1", "web")
+	h.register("i-2", "web")
+	v1 := h.create("logs", "fluent", "web", 50)
+	d1, err := h.svc.StartDeployment(h.ctx, "logs", v1.ID, "test")
+	require.NoError(t, err)
+	h.eventually("started", func() bool { return len(h.tasks("logs")["launching"]) == 2 })
+	h.agentsAct("logs")
+	h.waitState(d1.ID, models.DaemonComplete)
+
+	require.NoError(t, h.svc.Leave(h.ctx, "i-2", "agent"))
+	late := models.DaemonTask{ID: uuid.New(), EnvironmentID: h.env("logs").ID, InstanceID: "i-2", VersionID: v1.ID, DeploymentID: d1.ID, State: "launching"}
+	require.NoError(t, models.InsertDaemonTasks(h.ctx, h.srv.DB.Bun, []models.DaemonTask{late}))
+	require.NoError(t, h.svc.ReconcileEnvironment(h.ctx, h.env("logs").ID))
+	got, err := models.LockDaemonTask(h.ctx, h.srv.DB.Bun, late.ID)
+	require.NoError(t, err)
+	require.Equal(t, "stopped", got.State)
+	require.Equal(t, "its instance left the cluster", got.Reason)
+}

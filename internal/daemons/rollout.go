@@ -113,10 +113,8 @@ func (s *Service) apply(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvir
 		starts = append(starts, t)
 		return logTask(ctx, tx, env.Name, &t, EventTaskStarting, Actor, map[string]any{"reason": reason})
 	}
-	for _, st := range p.Stop {
-		if err := stop(st.TaskID, string(st.Reason)); err != nil {
-			return err
-		}
+	if err := s.stopTasks(ctx, tx, env, snap, p.Stop, "stopped by deployment "+d.ID.String(), out); err != nil {
+		return err
 	}
 	for _, st := range p.Start {
 		if err := start(st.InstanceID, string(st.Reason)); err != nil {
@@ -449,16 +447,37 @@ func retryAfterBackoff(ctx context.Context, tx jobs.Tx, env *models.DaemonEnviro
 
 // applyStops stops tasks on instances that left or no longer match.
 func (s *Service) applyStops(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, snap *snapshot, p daemonplan.Plan, out *applied) error {
-	var ids []uuid.UUID
-	for _, st := range p.Stop {
+	return s.stopTasks(ctx, tx, env, snap, p.Stop, "instance no longer matches", out)
+}
+
+// stopTasks stops the planner's stops: a task on an instance that is
+// still in the cluster is asked to stop (stopping); one on an instance that
+// has left (or never was) ends at once, since nothing can run it there.
+func (s *Service) stopTasks(ctx context.Context, tx jobs.Tx, env *models.DaemonEnvironment, snap *snapshot, stops []daemonplan.Stop, reason string, out *applied) error {
+	present := map[string]bool{}
+	for _, in := range snap.input.Instances {
+		present[in.ID] = true
+	}
+	var stopping, ended []uuid.UUID
+	for _, st := range stops {
 		t := snap.tasks[st.TaskID]
-		ids = append(ids, t.ID)
-		out.stopping = append(out.stopping, *t)
-		if err := logTask(ctx, tx, env.Name, t, EventTaskStopping, Actor, map[string]any{"reason": string(st.Reason)}); err != nil {
+		event := EventTaskStopping
+		if present[st.InstanceID] {
+			stopping = append(stopping, t.ID)
+			out.stopping = append(out.stopping, *t)
+		} else {
+			ended = append(ended, t.ID)
+			event = EventTaskStopped
+		}
+		if err := logTask(ctx, tx, env.Name, t, event, Actor, map[string]any{"reason": string(st.Reason)}); err != nil {
 			return err
 		}
 	}
-	return models.StopDaemonTasks(ctx, tx, ids, "instance no longer matches", s.now())
+	now := s.now()
+	if err := models.EndDaemonTasks(ctx, tx, ended, "its instance left the cluster", now); err != nil {
+		return err
+	}
+	return models.StopDaemonTasks(ctx, tx, stopping, reason, now)
 }
 
 // Sweep is the periodic pass River's leader runs: refresh every cluster's
