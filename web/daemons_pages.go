@@ -28,6 +28,10 @@ func (s *daemonsHandlers) daemonPages(r *Router) {
 	r.Page(http.MethodPost, "/daemons/:name/rollback", s.daemonRollbackForm, operator)
 }
 
+// daemonStaleAfter is when a cluster's view counts as stale: several
+// sweeps (every 15 s) have not refreshed it.
+const daemonStaleAfter = 5 * time.Minute
+
 func daemonEnvURL(name string) string { return "/daemons/" + url.PathEscape(name) }
 
 func daemonStateTone(state string) string {
@@ -87,7 +91,7 @@ func (s *daemonsHandlers) daemonsPage(c echo.Context) error {
 		}
 		age := time.Since(cl.RefreshedAt)
 		v.Clusters = append(v.Clusters, daemonview.Cluster{Name: cl.Name, Backend: cl.Backend, Instances: len(ins),
-			Refreshed: shortDuration(age) + " ago", Stale: age > 5*time.Minute})
+			Refreshed: shortDuration(age) + " ago", Stale: age > daemonStaleAfter})
 	}
 	return s.render(c, http.StatusOK, daemonview.Index(v))
 }
@@ -204,6 +208,17 @@ func (s *daemonsHandlers) daemonEnvironmentPage(c echo.Context) error {
 		Cluster: pic.Version.Cluster, Attributes: daemonGroup(pic.Version), Matching: len(pic.Instances), Grid: grid,
 		StopURL: daemonEnvURL(name) + "/stop", RollbackURL: daemonEnvURL(name) + "/rollback",
 		CanOperate: principalOf(c).User.Role.Includes(models.RoleOperator), LogURL: "/log?target=" + url.QueryEscape(models.DaemonEnvironmentTarget(name))}
+	v.ClusterRefreshed = "never (no agent has registered)"
+	if clusters, err := models.DaemonClusters(ctx, s.DB.Bun); err != nil {
+		return err
+	} else {
+		for _, cl := range clusters {
+			if cl.Name == pic.Version.Cluster {
+				age := time.Since(cl.RefreshedAt)
+				v.ClusterRefreshed, v.ClusterStale = shortDuration(age)+" ago", age > daemonStaleAfter
+			}
+		}
+	}
 	versions, err := models.DaemonVersions(ctx, s.DB.Bun, e.ID)
 	if err != nil {
 		return err

@@ -97,9 +97,11 @@ type EnvironmentView struct {
 	State, StateTone     string
 	Health, HealthTone   string
 	HealthLine           string
-	Source               string // "API", or "gantry.yaml" (changes through the API are overwritten at the next sync)
+	Source               string // "API", or "gantry.yaml" (then the API may not change its definition)
 	FromFile             bool
 	Cluster, Attributes  string
+	ClusterRefreshed     string // how long ago the cluster's view was refreshed in full
+	ClusterStale         bool
 	Matching             int
 	Grid                 Grid
 	Versions             []Version
