@@ -70,7 +70,7 @@ func (s *daemonsHandlers) daemonsPage(c echo.Context) error {
 	for _, e := range envs {
 		j := daemonEnvironmentJSONOf(e)
 		row := daemonview.Row{Name: e.Name, URL: daemonEnvURL(e.Name), State: j.State, StateTone: daemonStateTone(j.State),
-			Health: j.Health, HealthTone: daemonStateTone(j.Health), HealthLine: j.HealthLine, Version: "—",
+			Health: j.Health, HealthTone: daemonStateTone(j.Health), HealthLine: j.HealthLine, Version: "—", Deployment: "—",
 			Cluster: e.Latest.Cluster, Attributes: daemonGroup(e.Latest), Source: daemonSource(e.Source)}
 		if e.Deployed != nil {
 			row.Version = fmt.Sprintf("v%d", e.Deployed.Number)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -370,4 +371,25 @@ func TestTaskOnDepartedInstanceEnds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "stopped", got.State)
 	require.Equal(t, "its instance left the cluster", got.Reason)
+}
+
+// TestSweepPicksUpAStaleDeployment: an in-progress deployment whose step
+// job was lost (nobody has stepped it for long) is stepped again after the
+// sweep (the seed's stale-lock sweep).
+func TestSweepPicksUpAStaleDeployment(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.register("i-1", "web")
+	v1 := h.create("logs", "fluent", "web", 50)
+	long := time.Now().Add(-time.Hour)
+	d := &models.DaemonDeployment{ID: uuid.New(), EnvironmentID: h.env("logs").ID, VersionID: v1.ID, Type: models.DaemonUserCreated,
+		CreatedBy: "test", StartedAt: &long, SteppedAt: &long}
+	ok, err := models.InsertDaemonDeploymentInProgress(h.ctx, h.srv.DB.Bun, d)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Empty(t, h.tasks("logs"), "nobody steps it")
+
+	require.NoError(t, h.svc.Sweep(h.ctx))
+	h.eventually("stepped again", func() bool { return len(h.tasks("logs")["launching"]) == 1 })
+	require.Equal(t, 1, h.deployment(d.ID).Batches)
 }
