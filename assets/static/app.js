@@ -87,4 +87,29 @@
     };
     window.setTimeout(poll, 1000);
   });
+
+  // A section with data-refresh-src is a live picture (the daemons grid):
+  // every 3 s while the page is visible, replace it with a fresh copy.
+  document.querySelectorAll("[data-refresh-src]").forEach(function (section) {
+    var src = section.getAttribute("data-refresh-src");
+    var refresh = function () {
+      if (document.hidden) return window.setTimeout(refresh, 3000);
+      fetch(src, { credentials: "same-origin" })
+        .then(function (res) {
+          if (!res.ok) throw new Error("HTTP " + res.status);
+          return res.text();
+        })
+        .then(function (html) {
+          var fresh = document.createElement("div");
+          fresh.innerHTML = html;
+          var next = fresh.querySelector("[data-refresh-src]");
+          if (next) {
+            section.innerHTML = next.innerHTML;
+          }
+          window.setTimeout(refresh, 3000);
+        })
+        .catch(function () { window.setTimeout(refresh, 10000); });
+    };
+    window.setTimeout(refresh, 3000);
+  });
 })();

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantryhq/gantry/client"
 	"github.com/gantryhq/gantry/internal/access"
 	"github.com/gantryhq/gantry/internal/app"
 	"github.com/gantryhq/gantry/internal/auth"
+	"github.com/gantryhq/gantry/internal/demo"
 	"github.com/gantryhq/gantry/internal/devdb"
 	"github.com/gantryhq/gantry/models"
 )
@@ -109,6 +113,9 @@ func (c *cli) dev(ctx context.Context, loadDemo bool) error {
 		if loaded {
 			logger.Info("demo data loaded")
 		}
+		if err := c.startDemoAgents(ctx, a, cfg.BaseURL.String(), logger); err != nil {
+			return fmt.Errorf("starting the demo's agents: %w", err)
+		}
 	}
 	return a.Serve(ctx, app.RunOptions{Web: true, Workers: true, Getenv: c.getenv, Ready: func(addr string) {
 		c.printf("Gantry is running at %s, listening on %s (Ctrl-C stops it)\n", cfg.BaseURL, addr)
@@ -160,4 +167,31 @@ func devBaseURL(addr string) *url.URL {
 		host = "localhost"
 	}
 	return &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
+}
+
+// startDemoAgents runs three local agents of the demo's daemon cluster in
+// this process until ctx ends, as three machines running gantry agent
+// would, with a token of scope agent (valid a day) of the demo operator.
+// Their tasks are real child processes.
+func (c *cli) startDemoAgents(ctx context.Context, a *app.App, server string, logger *slog.Logger) error {
+	operator, err := models.UserByEmail(ctx, a.DB.Bun, demo.People[0].Email)
+	if err != nil {
+		return err
+	}
+	token, _, err := access.CreateToken(ctx, a.DB.Bun, operator, access.NewToken{Name: "gantry dev's agents", Scopes: []string{auth.ScopeAgent}, ExpiresIn: 24 * time.Hour}, "gantry-dev")
+	if err != nil {
+		return err
+	}
+	for i, zone := range []string{"a", "b", "c"} {
+		ag := &agent{api: client.New(server, client.WithToken(token), client.WithUserAgent("gantry-dev-agent")), log: c.stderr, wait: 20 * time.Second,
+			environ: c.environ, procs: map[string]*taskProc{}, reported: map[string]bool{},
+			reg: client.AgentRegistration{ID: fmt.Sprintf("demo-%d", i+1), Cluster: app.DemoDaemonCluster, Hostname: "localhost",
+				Attributes: map[string]string{"role": "web", "zone": zone}}}
+		go func() {
+			if err := ag.run(ctx); err != nil {
+				logger.Warn("demo agent stopped", "instance", ag.reg.ID, "error", err)
+			}
+		}()
+	}
+	return nil
 }

@@ -418,6 +418,14 @@ func CreateToken(ctx context.Context, db bun.IDB, owner *models.User, in NewToke
 		if s == auth.ScopeAdmin && owner.Role != models.RoleAdmin {
 			bad.Add("scopes", "only admins can hold the admin scope")
 		}
+		// An agent's token lives on every machine of a cluster: it may do
+		// nothing but be an agent.
+		if s == auth.ScopeAgent && len(scopes) > 1 {
+			bad.Add("scopes", "the agent scope stands alone: make a separate token for anything else")
+		}
+		if s == auth.ScopeAgent && !owner.Role.Includes(models.RoleOperator) {
+			bad.Add("scopes", "only operators and admins can hold the agent scope")
+		}
 	}
 	if in.ExpiresIn < 0 {
 		bad.Add("expires_in", "must not be negative")

@@ -891,9 +891,11 @@ func TestCreateToken(t *testing.T) {
 			{"trimmed and without repeats, in order", operator, []string{" write", "read ", "write"}, []string{"write", "read"}, ""},
 			{"admin for an admin", admin, []string{"admin", "read"}, []string{"admin", "read"}, ""},
 			{"none", operator, []string{}, nil, "at least one scope is required"},
-			{"an unknown one", operator, []string{"read", "deploy"}, nil, `unknown scope "deploy": use read, write, vote or admin`},
-			{"in capitals", operator, []string{"READ"}, nil, `unknown scope "READ": use read, write, vote or admin`},
+			{"an unknown one", operator, []string{"read", "deploy"}, nil, `unknown scope "deploy": use read, write, vote, admin or agent`},
+			{"in capitals", operator, []string{"READ"}, nil, `unknown scope "READ": use read, write, vote, admin or agent`},
 			{"admin for an operator", operator, []string{"read", "admin"}, nil, "only admins can hold the admin scope"},
+			{"agent alone for an operator", operator, []string{"agent"}, []string{"agent"}, ""},
+			{"agent with another scope", operator, []string{"agent", "read"}, nil, "the agent scope stands alone: make a separate token for anything else"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

@@ -112,6 +112,7 @@ const (
 	ScopeWrite = "write" // change things the owner may change
 	ScopeVote  = "vote"  // vote on approvals the owner is a voter of
 	ScopeAdmin = "admin" // user, token and job administration
+	ScopeAgent = "agent" // act as a daemons agent (gantry agent) and nothing else
 )
 
 // Scopes lists every scope with what it allows, for forms and --help.
@@ -120,6 +121,7 @@ var Scopes = []struct{ Name, Help string }{
 	{ScopeWrite, "make changes the owner's role allows"},
 	{ScopeVote, "vote on approvals the owner is a voter of"},
 	{ScopeAdmin, "administer users, tokens and jobs (admins only)"},
+	{ScopeAgent, "run `gantry agent`: register an instance, take its daemon tasks, report on them (operators)"},
 }
 
 // ParseScopes validates a list of scope names.
@@ -136,7 +138,7 @@ func ParseScopes(names []string) ([]string, error) {
 			ok = ok || s.Name == n
 		}
 		if !ok {
-			return nil, fmt.Errorf("unknown scope %q: use read, write, vote or admin", n)
+			return nil, fmt.Errorf("unknown scope %q: use read, write, vote, admin or agent", n)
 		}
 		if !seen[n] {
 			seen[n] = true
