@@ -125,3 +125,35 @@ func TestApply_recordsNewProviderResources(t *testing.T) {
 	_, err = os.Stat(filepath.Join(out, "single"))
 	require.NoError(t, err)
 }
+
+// When what an apply introduced cannot be read (here an apply command
+// wrapped in a shell script, from which no show -json can be derived),
+// the apply still succeeds, and the error is recorded and logged for an
+// operator: a rollback would have nothing to go by.
+func TestApply_newProviderResourcesUnreadable(t *testing.T) {
+	t.Parallel()
+	s := servertest.Services(t)
+	repo, _ := infratest.Standard(t)
+	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2)
+	yaml := repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1)
+	wrapped := "runner: terraform\n    commands:\n      apply: [sh, -c, 'exec terraform -chdir=\"$0\" apply -input=false -no-color \"$1\"', '{dir}', '{plan_file}']\n"
+	require.Contains(t, yaml, "runner: terraform\n")
+	s.Sync(t, strings.Replace(yaml, "runner: terraform\n", wrapped, 1))
+	s.StartWorkers(t)
+	b := &bundle{Server: s, repo: repo, ctx: t.Context()}
+
+	_, run := b.merge(t, repo.OpenPR(23, map[string]string{infratest.DNS + "/main.tf": repo.Resource(infratest.DNS, "zone", `"dns-v3"`)}))
+	b.approve(t, run, infratest.DNS)
+	b.WaitRun(t, run.ID, models.RunSucceeded)
+	require.Equal(t, "dns-v3", repo.Output(infratest.DNS), "the wrapped apply ran")
+
+	dns := b.mustExecution(t, run.ID, infratest.DNS)
+	recs, err := models.NewResourcesOfRun(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Contains(t, recs[dns.ID].Error, "has no apply subcommand to derive terraform show -json from")
+	require.Empty(t, recs[dns.ID].Addresses)
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventNewResourcesRecorded, Deployment: infra.DeploymentID(run), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, recs[dns.ID].Error, entries[0].Detail["error"])
+}
