@@ -3,6 +3,7 @@ package infra_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -122,8 +123,31 @@ func TestApply_recordsNewProviderResources(t *testing.T) {
 	vpc2 := b.mustExecution(t, run2.ID, infratest.VPC)
 	require.Empty(t, recs[vpc2.ID].Error)
 	require.Empty(t, recs[vpc2.ID].Addresses, "filer was in vpc's state before this run")
-	_, err = os.Stat(filepath.Join(out, "single"))
-	require.NoError(t, err)
+
+	// What the first apply recorded is what a rollback must destroy: a
+	// destroy targeting exactly those addresses removes the first run's
+	// filer resources and nothing else of the unit.
+	args := []string{"apply", "-destroy", "-auto-approve", "-input=false", "-no-color"}
+	for _, a := range filerAddresses {
+		args = append(args, "-target="+a)
+	}
+	terraformWithFiler(t, b.repo, p, infratest.VPC, "init", "-input=false", "-no-color")
+	terraformWithFiler(t, b.repo, p, infratest.VPC, args...)
+	for _, f := range filerPaths {
+		require.NoFileExists(t, filepath.Join(out, f))
+	}
+	require.FileExists(t, filepath.Join(out, "more"), "not introduced by the first run")
+	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC), "the unit's other resources stay")
+}
+
+// terraformWithFiler runs terraform in unit's directory of the work clone,
+// with the filer provider installable.
+func terraformWithFiler(t *testing.T, r *infratest.Repo, p infratest.FilerProvider, unit string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("terraform", append([]string{"-chdir=" + filepath.Join(r.Work, unit)}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + r.States, "TF_IN_AUTOMATION=1"}, p.Env()...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "terraform %s\n%s", strings.Join(args, " "), out)
 }
 
 // When what an apply introduced cannot be read (here an apply command
