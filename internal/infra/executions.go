@@ -218,6 +218,10 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		return fmt.Errorf("applying %s: %w", x.ExecutionID, errors.Join(context.Cause(ctx), runErr))
 	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
+	var created *models.NewResources // rollback.go
+	if runErr == nil && res.Success() {
+		created = s.newResources(ctx, ws, x, run, repo, planFile)
+	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
 		if err != nil {
@@ -229,6 +233,9 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		x.ApplyExitCode = res.mainExit()
 		if runErr != nil || !res.Success() {
 			return s.finish(ctx, tx, run, x, false, failure("apply", res, runErr), "gantry")
+		}
+		if err := s.recordNewResources(ctx, tx, run, x, created); err != nil {
+			return err
 		}
 		return s.finish(ctx, tx, run, x, true, "", "gantry")
 	})

@@ -1,0 +1,4 @@
+# The unit before the deployment: the built-in provider only.
+resource "terraform_data" "existing" {
+  input = "v1"
+}

@@ -1,0 +1,1 @@
+DROP TABLE execution_new_resources;
