@@ -19,6 +19,7 @@ import (
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
+	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
@@ -699,10 +700,20 @@ func TestMalformedTerragruntOnThePages(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, page, `data-testid="pull-plan-error"`)
 
+	// Merged, the unit fails on its own (not the whole repository): the
+	// run names it, and its execution's page says why, with the line.
 	run := b.merge(t, p)
 	b.WaitRun(t, run.ID, models.RunFailed)
 	status, page, _ = br.get(t, fmt.Sprintf("/infra/runs/%d", run.ID))
 	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, section(t, page, "run-error"), infratest.RDS+"/terragrunt.hcl:2")
+	require.Contains(t, section(t, page, "run-error"), infratest.RDS)
 	require.Contains(t, section(t, page, "run-lock"), "released")
+	xs, err := models.ExecutionsOfRun(t.Context(), b.db.Bun, run.ID)
+	require.NoError(t, err)
+	require.Len(t, xs, 2, "rds fails, ec2 (which depends on it) is aborted")
+	for _, x := range xs {
+		status, page, _ = br.get(t, pageurl.Execution(x.ExecutionID))
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, page, infratest.RDS+"/terragrunt.hcl:2", x.CfgPath)
+	}
 }
