@@ -3,6 +3,7 @@ package pipelines
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -380,20 +381,18 @@ func (s *Service) Revision(ctx context.Context, pipeline, revision string) (*Rev
 	if err != nil {
 		return nil, notFound(err, fmt.Sprintf("revision %s in pipeline %s", revision, pipeline))
 	}
-	st, err := s.state(ctx, db, l, []models.PipelineRevision{*rev})
+	// Batches are held across revisions: plan it with the others in
+	// flight (it may itself have finished since it was read).
+	revs, err := models.InFlightRevisions(ctx, db, pipeline)
 	if err != nil {
 		return nil, err
 	}
-	// Batches are held across revisions: plan with the others in flight.
-	others, err := models.InFlightRevisions(ctx, db, pipeline)
+	if !slices.ContainsFunc(revs, func(r models.PipelineRevision) bool { return r.ID == rev.ID }) {
+		revs = append(revs, *rev)
+	}
+	all, err := s.state(ctx, db, l, revs)
 	if err != nil {
 		return nil, err
-	}
-	all := st
-	if rev.Status == models.RevisionInFlight {
-		if all, err = s.state(ctx, db, l, others); err != nil {
-			return nil, err
-		}
 	}
 	plan := progression.New(l.shape, all.revisions, all.intro)
 	rp := plan.Revision(revision)
@@ -439,6 +438,14 @@ func (s *Service) Revision(ctx context.Context, pipeline, revision string) (*Rev
 		w := byStep[progression.Step{Event: progression.StageApproved, Target: l.shape.StageTarget(stage.Name)}]
 		open := a.State == models.ApprovalPending && a.ClosedAt == nil && w != nil && w.Status == models.StepRunning
 		d.Gates = append(d.Gates, GateDetail{Stage: stage.Name, Open: open, Approval: a, Votes: votes})
+	}
+	// A gate's work runs from the moment it is reached; it waits for the
+	// voters once its vote is open.
+	for i := range d.Steps {
+		st := &d.Steps[i]
+		if st.Gate && st.State == "approval" && !slices.ContainsFunc(d.Gates, func(g GateDetail) bool { return g.Open && l.shape.StageTarget(g.Stage) == st.Step.Target }) {
+			st.State, st.Why = "running", "opening the vote"
+		}
 	}
 	d.Log, err = models.ListLog(ctx, db, models.LogFilter{Deployment: DeploymentID(pipeline, revision), Limit: models.MaxLogPage})
 	return d, err
