@@ -106,12 +106,8 @@ func pipelinePictureView(pic *pipelines.Picture) pipelinesview.PictureView {
 			gv := pipelinesview.Group{Name: g.Name, Hosts: strings.Join(g.Hosts, ", "), Count: plural(len(g.Hosts), "host", "hosts")}
 			for _, h := range st.Here {
 				done := g.Done[h.Revision]
-				pct := 0
-				if len(g.Hosts) > 0 {
-					pct = done * 100 / len(g.Hosts)
-				}
 				gv.Progress = append(gv.Progress, pipelinesview.Progress{Revision: h.Revision,
-					Text: fmt.Sprintf("%d/%d", done, len(g.Hosts)), Percent: strconv.Itoa(pct) + "%"})
+					Text: fmt.Sprintf("%d/%d", done, len(g.Hosts)), Done: strconv.Itoa(done), Max: strconv.Itoa(max(len(g.Hosts), 1))})
 			}
 			card.Groups = append(card.Groups, gv)
 		}
@@ -188,7 +184,7 @@ func (s *pipelinesHandlers) revisionPage(c echo.Context) error {
 }
 
 func pipelineStepRow(st pipelines.StepDetail) pipelinesview.StepRow {
-	row := pipelinesview.StepRow{Event: st.Step.Event, Target: st.Step.Target, Indent: fmt.Sprintf("%.1frem", 0.5+1.2*float64(st.Depth)),
+	row := pipelinesview.StepRow{Event: st.Step.Event, Target: st.Step.Target, Depth: strconv.Itoa(min(st.Depth, 3)),
 		State: st.State, Why: st.Why}
 	if w := st.Work; w != nil {
 		if w.Attempt > 1 {

@@ -87,4 +87,33 @@
     };
     window.setTimeout(poll, 1000);
   });
+  // An element with data-refresh-src is a live part of its page (a
+  // pipeline's picture): every 2 s its HTML is fetched again and swapped in
+  // place. The server renders it, so this script holds no markup.
+  document.querySelectorAll("[data-refresh-src]").forEach(function (el) {
+    var src = el.getAttribute("data-refresh-src");
+    var status = document.querySelector("[data-refresh-status]");
+    var setStatus = function (text, cls) {
+      if (!status) return;
+      status.textContent = text;
+      status.className = "live " + cls;
+    };
+    var tick = function () {
+      fetch(src, { headers: { Accept: "text/html" }, credentials: "same-origin" })
+        .then(function (res) {
+          if (!res.ok) throw new Error("HTTP " + res.status);
+          return res.text();
+        })
+        .then(function (html) {
+          el.innerHTML = html;
+          setStatus("Live", "on");
+          window.setTimeout(tick, 2000);
+        })
+        .catch(function () {
+          setStatus("Reconnecting…", "off");
+          window.setTimeout(tick, 5000);
+        });
+    };
+    window.setTimeout(tick, 2000);
+  });
 })();

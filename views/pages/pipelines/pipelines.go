@@ -67,7 +67,8 @@ type Group struct {
 type Progress struct {
 	Revision string
 	Text     string // "2/3"
-	Percent  string // CSS width
+	Done     string // hosts finished
+	Max      string // hosts in the group
 }
 
 // Chip is a revision's position: its name, a state (a CSS class) and why.
@@ -131,7 +132,7 @@ type Artifact struct {
 type StepRow struct {
 	Event   string
 	Target  string
-	Indent  string // CSS padding
+	Depth   string // nesting: 0 pipeline, 1 stage, 2 host group, 3 host
 	State   string // CSS class and label
 	Why     string
 	Attempt string
