@@ -10,13 +10,19 @@ CREATE TABLE pipelines (
     -- The event names of its steps at the last sync: a name not here is a
     -- kind of step being introduced.
     events      text[] NOT NULL DEFAULT '{}',
-    -- Bumped in every transaction that appends to the pipeline's log; a
-    -- progression round that read an older value runs again.
-    wanted      bigint NOT NULL DEFAULT 0,
     removed_at  timestamptz,
     created_at  timestamptz NOT NULL DEFAULT now(),
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- A row per append to a pipeline's log not yet read by a progression round
+-- (inserted in the append's transaction, so appends never wait on each
+-- other; a round takes the rows it will have read).
+CREATE TABLE pipeline_wakeups (
+    id        bigserial PRIMARY KEY,
+    pipeline  text NOT NULL REFERENCES pipelines (name)
+);
+CREATE INDEX pipeline_wakeups_pipeline_idx ON pipeline_wakeups (pipeline);
 
 -- The id orders revisions by registration: the engine's oldest first.
 CREATE TABLE pipeline_revisions (

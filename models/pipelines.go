@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -20,7 +21,6 @@ type Pipeline struct {
 	Name       string          `bun:",pk"`
 	Definition json.RawMessage `bun:",type:jsonb,notnull"`
 	Events     []string        `bun:",array"`
-	Wanted     int64
 	RemovedAt  *time.Time
 	CreatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 	UpdatedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp"`
@@ -113,6 +113,14 @@ func ListPipelines(ctx context.Context, db bun.IDB) ([]Pipeline, error) {
 	return ps, err
 }
 
+// PipelineVersion is when the pipeline's row last changed (its definition
+// with it): what a cached definition is checked against.
+func PipelineVersion(ctx context.Context, db bun.IDB, name string) (time.Time, error) {
+	var at time.Time
+	err := db.NewSelect().Model((*Pipeline)(nil)).Column("updated_at").Where("name = ?", name).Where("removed_at IS NULL").Scan(ctx, &at)
+	return at, notFound(err)
+}
+
 // PipelineByName is the pipeline gantry.yaml has under name.
 func PipelineByName(ctx context.Context, db bun.IDB, name string) (*Pipeline, error) {
 	p := new(Pipeline)
@@ -125,23 +133,39 @@ func PipelineByName(ctx context.Context, db bun.IDB, name string) (*Pipeline, er
 // WantProgress records, in the transaction of an append to the pipeline's
 // log, that its progression has something new to read.
 func WantProgress(ctx context.Context, tx bun.IDB, pipeline string) error {
-	_, err := tx.NewUpdate().Model((*Pipeline)(nil)).Set("wanted = wanted + 1").Where("name = ?", pipeline).Exec(ctx)
+	_, err := tx.NewRaw("INSERT INTO pipeline_wakeups (pipeline) VALUES (?)", pipeline).Exec(ctx)
 	return err
 }
 
-// PipelineWanted is the pipeline's progress counter (WantProgress).
-func PipelineWanted(ctx context.Context, db bun.IDB, pipeline string) (int64, error) {
-	var n int64
-	err := db.NewSelect().Model((*Pipeline)(nil)).Column("wanted").Where("name = ?", pipeline).Scan(ctx, &n)
-	return n, notFound(err)
+// ProgressionQueued reports whether a progression job of pipeline is
+// queued or running, and holds it (FOR SHARE) until the caller's
+// transaction ends: the job cannot complete in between, so it reads what
+// the caller appends. Share locks do not wait for each other, so the
+// appends of many steps commit side by side instead of queueing on one
+// job's row, as inserting a duplicate job (which River updates) would
+// make them.
+func ProgressionQueued(ctx context.Context, tx bun.IDB, kind, pipeline string) (bool, error) {
+	var ids []int64
+	err := tx.NewRaw(`SELECT id FROM river_job
+		WHERE state IN ('available', 'pending', 'running', 'retryable', 'scheduled')
+		  AND kind = ? AND args @> ?::jsonb
+		FOR SHARE`, kind, `{"pipeline":`+strconv.Quote(pipeline)+`}`).Scan(ctx, &ids)
+	return len(ids) > 0, err
 }
 
-// LockPipelineWanted is PipelineWanted with the pipeline's row locked for
-// the transaction, so no append's counter bump commits in between.
-func LockPipelineWanted(ctx context.Context, tx bun.IDB, pipeline string) (int64, error) {
-	var n int64
-	err := tx.NewSelect().Model((*Pipeline)(nil)).Column("wanted").Where("name = ?", pipeline).For("UPDATE").Scan(ctx, &n)
-	return n, notFound(err)
+// TakeWakeups removes the pipeline's wake-ups visible now: a round started
+// after them reads what they announce.
+func TakeWakeups(ctx context.Context, db bun.IDB, pipeline string) error {
+	_, err := db.NewRaw("DELETE FROM pipeline_wakeups WHERE pipeline = ?", pipeline).Exec(ctx)
+	return err
+}
+
+// HasWakeups reports whether an append committed since the last
+// TakeWakeups.
+func HasWakeups(ctx context.Context, db bun.IDB, pipeline string) (bool, error) {
+	var ok bool
+	err := db.NewRaw("SELECT EXISTS (SELECT 1 FROM pipeline_wakeups WHERE pipeline = ?)", pipeline).Scan(ctx, &ok)
+	return ok, err
 }
 
 // PipelinesInFlight names the pipelines that have revisions in flight.
@@ -289,16 +313,22 @@ func ArtifactsOf(ctx context.Context, db bun.IDB, revisionID int64) ([]PipelineA
 	return as, err
 }
 
-// StartStep records that a step's work starts (attempt 1); false when the
-// step has a row already (its work started before).
-func StartStep(ctx context.Context, tx bun.IDB, s *PipelineStep) (bool, error) {
-	s.Status, s.Attempt = StepRunning, 1
-	res, err := tx.NewInsert().Model(s).On("CONFLICT DO NOTHING").Exec(ctx)
-	if err != nil {
-		return false, fmt.Errorf("starting %s on %s: %w", s.Event, s.Target, err)
+// StartSteps records that the steps' work starts (attempt 1), in one
+// statement, and returns those that had no record yet (the others started
+// before).
+func StartSteps(ctx context.Context, tx bun.IDB, steps []PipelineStep) ([]PipelineStep, error) {
+	if len(steps) == 0 {
+		return nil, nil
 	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	for i := range steps {
+		steps[i].Status, steps[i].Attempt = StepRunning, 1
+	}
+	var started []PipelineStep
+	err := tx.NewInsert().Model(&steps).On("CONFLICT DO NOTHING").Returning("revision_id, event, target, attempt").Scan(ctx, &started)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("starting %d steps: %w", len(steps), err)
+	}
+	return started, nil
 }
 
 // StepByKey is one step's work.
@@ -403,7 +433,9 @@ func DeploymentLogs(ctx context.Context, db bun.IDB, deploymentIDs []string) ([]
 		return nil, nil
 	}
 	var es []DeploymentEntry
-	err := db.NewSelect().Model((*LogEntry)(nil)).Column("id", "deployment_id", "target_id", "event", "detail").
+	// Only an operator's skip needs its detail (which step it skipped).
+	err := db.NewSelect().Model((*LogEntry)(nil)).Column("id", "deployment_id", "target_id", "event").
+		ColumnExpr("CASE WHEN event = 'pipeline-step-skipped' THEN detail END AS detail").
 		Where("deployment_id IN (?)", bun.In(deploymentIDs)).OrderExpr("id").Scan(ctx, &es)
 	return es, err
 }

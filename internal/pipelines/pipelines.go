@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -51,6 +52,12 @@ type Service struct {
 	Env []string
 	// Now is the clock (time.Now).
 	Now func() time.Time
+
+	// shapes keeps each pipeline's compiled shape by name, for as long as
+	// its definition is the one in the database: every step's job reads
+	// the pipeline, and compiling a thousand hosts each time would cost
+	// more than the step.
+	shapes sync.Map // name → *loaded
 }
 
 // DeploymentID is the log's deployment of one revision through a pipeline:
@@ -68,11 +75,23 @@ type loaded struct {
 }
 
 func (s *Service) load(ctx context.Context, db bun.IDB, name string) (*loaded, error) {
+	version, err := models.PipelineVersion(ctx, db, name)
+	if err != nil {
+		return nil, notFound(err, "pipeline "+name)
+	}
+	if c, ok := s.shapes.Load(name); ok && c.(*loaded).row.UpdatedAt.Equal(version) {
+		return c.(*loaded), nil
+	}
 	row, err := models.PipelineByName(ctx, db, name)
 	if err != nil {
 		return nil, notFound(err, "pipeline "+name)
 	}
-	return loadRow(row)
+	l, err := loadRow(row)
+	if err != nil {
+		return nil, err
+	}
+	s.shapes.Store(name, l)
+	return l, nil
 }
 
 func loadRow(row *models.Pipeline) (*loaded, error) {
@@ -138,12 +157,18 @@ func stepKey(revisionID int64, s progression.Step) string {
 }
 
 // progressTx records, in a transaction that appended to pipeline's log,
-// that its progression has something new to read, and wakes it.
+// that its progression has something new to read, and wakes it: a
+// progression queued or running (held until this transaction ends, see
+// models.ProgressionQueued) reads it; otherwise a new one is queued.
 func progressTx(ctx context.Context, tx jobs.Tx, pipeline string) error {
 	if err := models.WantProgress(ctx, tx, pipeline); err != nil {
 		return err
 	}
-	return tx.Enqueue(ctx, jobs.ProgressPipelineArgs{Pipeline: pipeline}, nil)
+	args := jobs.ProgressPipelineArgs{Pipeline: pipeline}
+	if queued, err := models.ProgressionQueued(ctx, tx, args.Kind(), pipeline); err != nil || queued {
+		return err
+	}
+	return tx.Enqueue(ctx, args, nil)
 }
 
 // logStep appends one entry of a revision's deployment.

@@ -17,38 +17,38 @@ import (
 // maxRounds bounds one progression job; the sweep carries on after it.
 const maxRounds = 50
 
+// errNotCaughtUp rolls back a job's completion when an append arrived.
+var errNotCaughtUp = errors.New("an append arrived during the round")
+
 // Progress runs progression rounds for pipeline until a round read every
-// append made before it ended: each append bumps the pipeline's counter in
-// its transaction, and the last check locks the counter's row, so an
-// append either is seen here or commits after this job is completed (in
-// that same transaction, by complete) and so starts a progression of its
-// own.
+// append made before it ended. Each append leaves a wake-up row in its
+// transaction, and inserts a progression job, which is dropped as a
+// duplicate while this one runs (unique per pipeline). So the last check
+// completes this job first (complete) and then looks for wake-ups, in one
+// transaction: an append whose job insert was dropped holds this job's row
+// (River's insert locks the duplicate) until it commits, so its wake-up is
+// seen; one that inserts later finds this job completed and starts another.
 func (s *Service) Progress(ctx context.Context, pipeline string, complete func(ctx context.Context, tx jobs.Tx) error) error {
-	wanted, err := models.PipelineWanted(ctx, s.Queue.DB(), pipeline)
-	if errors.Is(err, models.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	for range maxRounds {
+		if err := models.TakeWakeups(ctx, s.Queue.DB(), pipeline); err != nil {
+			return err
+		}
 		if err := s.round(ctx, pipeline); err != nil {
 			return err
 		}
-		caughtUp := false
 		err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-			now, err := models.LockPipelineWanted(ctx, tx, pipeline)
-			if err != nil || now != wanted {
-				wanted = now
-				return err
+			if complete != nil {
+				if err := complete(ctx, tx); err != nil {
+					return err
+				}
 			}
-			caughtUp = true
-			if complete == nil {
-				return nil
+			more, err := models.HasWakeups(ctx, tx, pipeline)
+			if err == nil && more {
+				return errNotCaughtUp
 			}
-			return complete(ctx, tx)
+			return err
 		})
-		if err != nil || caughtUp {
+		if !errors.Is(err, errNotCaughtUp) {
 			return err
 		}
 	}
@@ -80,17 +80,17 @@ func (s *Service) round(ctx context.Context, pipeline string) error {
 			return err
 		}
 		plan := progression.New(l.shape, st.revisions, st.intro)
-		var start []river.InsertManyParams
-		for _, w := range plan.Doable {
-			rev := st.byName[w.Revision]
-			started, err := models.StartStep(ctx, tx, &models.PipelineStep{RevisionID: rev.ID, Event: w.Step.Event, Target: w.Step.Target})
-			if err != nil {
-				return err
-			}
-			if started {
-				start = append(start, river.InsertManyParams{Args: jobs.DoPipelineStepArgs{
-					RevisionID: rev.ID, Event: w.Step.Event, Target: w.Step.Target, Attempt: 1}})
-			}
+		want := make([]models.PipelineStep, len(plan.Doable))
+		for i, w := range plan.Doable {
+			want[i] = models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target}
+		}
+		started, err := models.StartSteps(ctx, tx, want)
+		if err != nil {
+			return err
+		}
+		start := make([]river.InsertManyParams, len(started))
+		for i, w := range started {
+			start[i] = river.InsertManyParams{Args: jobs.DoPipelineStepArgs{RevisionID: w.RevisionID, Event: w.Event, Target: w.Target, Attempt: 1}}
 		}
 		for _, rp := range plan.Revisions {
 			if rp.Finished {
