@@ -88,8 +88,13 @@ var (
 	stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
 )
 
-// DefaultStepTimeout bounds a step's command when nothing says otherwise.
-const DefaultStepTimeout = 10 * time.Minute
+// DefaultStepTimeout bounds a step's command when nothing says otherwise;
+// MaxStepTimeout is the longest a step may be given (jobs.PipelinesLongestJob
+// leaves the margin to record its outcome).
+const (
+	DefaultStepTimeout = 10 * time.Minute
+	MaxStepTimeout     = time.Hour
+)
 
 // PipelinesSection reads and checks the pipelines key.
 var PipelinesSection = Section{Key: PipelinesKey, Read: func(r *SectionReader) any {
@@ -248,6 +253,9 @@ func (v *validator) checkStage(key string, p *Pipeline, st *PipelineStage, stage
 			}
 		}
 		s.CommandTimeout = v.duration(skey+".timeout", s.Timeout, p.StepTimeout)
+		if s.CommandTimeout > MaxStepTimeout {
+			v.add(skey+".timeout", "must be at most %s: a longer step would be taken for lost and run again", MaxStepTimeout)
+		}
 	}
 	v.checkBatch(key, st, steps)
 	if a := st.Approval; a != nil {

@@ -14,9 +14,6 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// maxRounds bounds one progression job; the sweep carries on after it.
-const maxRounds = 50
-
 // errNotCaughtUp rolls back a job's completion when an append arrived.
 var errNotCaughtUp = errors.New("an append arrived during the round")
 
@@ -29,7 +26,10 @@ var errNotCaughtUp = errors.New("an append arrived during the round")
 // (River's insert locks the duplicate) until it commits, so its wake-up is
 // seen; one that inserts later finds this job completed and starts another.
 func (s *Service) Progress(ctx context.Context, pipeline string, complete func(ctx context.Context, tx jobs.Tx) error) error {
-	for range maxRounds {
+	// No bound on the rounds: appends that found this job running count on
+	// it to read them. Under a steady stream of completions it runs on,
+	// each round taking all that arrived during the one before.
+	for ctx.Err() == nil {
 		if err := models.TakeWakeups(ctx, s.Queue.DB(), pipeline); err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (s *Service) Progress(ctx context.Context, pipeline string, complete func(c
 			return err
 		}
 	}
-	return nil // the sweep carries on
+	return ctx.Err()
 }
 
 // round is one pass of the seed's loop for every revision in flight:
