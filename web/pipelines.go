@@ -58,6 +58,7 @@ func PipelinesArea(svc *pipelines.Service) Area {
 			r.Page(http.MethodPost, "/pipelines/:name/revisions/:revision/retry", s.stepActionForm(s.Pipelines.Retry, "retried"), operator)
 			r.Page(http.MethodPost, "/pipelines/:name/revisions/:revision/skip", s.stepActionForm(s.Pipelines.Skip, "skipped"), operator)
 			r.Page(http.MethodPost, "/pipelines/:name/revisions/:revision/vote", s.gateVoteForm, models.RoleApprover)
+			r.VoterHelp(s.pipelinesVoterHelp)
 
 			r.API(http.MethodGet, "/pipelines", s.listPipelines, viewer, auth.ScopeRead)
 			r.API(http.MethodGet, "/pipelines/:name", s.getPipeline, viewer, auth.ScopeRead)

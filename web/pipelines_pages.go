@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/gantryhq/gantry/internal/pipelines"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/views/components"
+	approvalsview "github.com/gantryhq/gantry/views/pages/approvals"
 	pipelinesview "github.com/gantryhq/gantry/views/pages/pipelines"
 )
 
@@ -249,4 +251,27 @@ func (s *pipelinesHandlers) stepActionForm(act stepAction, done string) echo.Han
 		}
 		return s.redirectWithFlash(c, to, true, fmt.Sprintf("%s on %s %s; the revision moves on from here.", ref.Event, ref.Target, done))
 	}
+}
+
+// pipelinesVoterHelp says, on an empty /approvals, which pipeline gates
+// would wait for voter; nothing when no pipeline has a gate.
+func (s *pipelinesHandlers) pipelinesVoterHelp(ctx context.Context, email string) (approvalsview.Empty, error) {
+	gates, err := s.Pipelines.Gates(ctx)
+	if err != nil || len(gates) == 0 {
+		return approvalsview.Empty{}, err
+	}
+	var mine, others []string
+	for _, g := range gates {
+		a := g.Approval
+		if (approval.Policy{Voters: a.Voters}).IsVoter(email) {
+			mine = append(mine, fmt.Sprintf("You vote on the gate before %s of pipeline %s (%s).", g.Stage, g.Pipeline, thresholds(a.MinApprovals, a.MinRejections, len(a.Voters))))
+		} else {
+			others = append(others, fmt.Sprintf("Gate before %s of pipeline %s: voted on by %s.", g.Stage, g.Pipeline, strings.Join(a.Voters, ", ")))
+		}
+	}
+	if len(mine) > 0 {
+		return approvalsview.Empty{Body: "Each revision that reaches a pipeline gate you vote on waits here (and you get an email with a voting link) until enough voters approve or reject it.",
+			Steps: mine}, nil
+	}
+	return approvalsview.Empty{Body: "You vote on no pipeline gate; a gate's voters are its approval's voters in gantry.yaml.", Steps: others}, nil
 }

@@ -471,3 +471,31 @@ func (s *Service) Definition(ctx context.Context, pipeline string) (gantryfile.P
 	}
 	return l.def, nil
 }
+
+// Gate is an approval gate of a pipeline as gantry.yaml defines it.
+type Gate struct {
+	Pipeline string
+	Stage    string
+	Approval gantryfile.PipelineApproval
+}
+
+// Gates are every pipeline's gates, by pipeline and stage.
+func (s *Service) Gates(ctx context.Context) ([]Gate, error) {
+	rows, err := models.ListPipelines(ctx, s.Queue.DB())
+	if err != nil {
+		return nil, err
+	}
+	var out []Gate
+	for i := range rows {
+		l, err := loadRow(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range l.def.Stages {
+			if st.Approval != nil {
+				out = append(out, Gate{Pipeline: l.row.Name, Stage: st.Name, Approval: *st.Approval})
+			}
+		}
+	}
+	return out, nil
+}
