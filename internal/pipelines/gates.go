@@ -158,7 +158,7 @@ func (s *Service) openGate(ctx context.Context, l *loaded, rev *models.PipelineR
 		return nil
 	}
 	subject := gateSubject(rev.ID, info.Stage)
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		locked, err := models.LockStep(ctx, tx, rev.ID, row.Event, row.Target)
 		if err != nil || locked.Status != models.StepRunning || locked.Attempt != row.Attempt {
 			return err

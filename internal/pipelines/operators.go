@@ -47,7 +47,7 @@ func (s *Service) lockFailed(ctx context.Context, tx jobs.Tx, ref StepRef, actio
 
 // Retry starts a failed step again, as a new attempt, logged with who.
 func (s *Service) Retry(ctx context.Context, ref StepRef, actor string) error {
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		l, rev, row, err := s.lockFailed(ctx, tx, ref, "retried")
 		if err != nil {
 			return err
@@ -74,7 +74,7 @@ func (s *Service) Retry(ctx context.Context, ref StepRef, actor string) error {
 // Skip lets a revision go on past a failed step as if it had completed,
 // logged with who.
 func (s *Service) Skip(ctx context.Context, ref StepRef, actor string) error {
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		l, rev, row, err := s.lockFailed(ctx, tx, ref, "skipped")
 		if err != nil {
 			return err

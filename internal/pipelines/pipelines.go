@@ -156,6 +156,16 @@ func stepKey(revisionID int64, s progression.Step) string {
 	return strconv.FormatInt(revisionID, 10) + " " + s.String()
 }
 
+// inTx runs fn in one transaction that its caller's cancellation does not
+// cut short. database/sql rolls a transaction back from another goroutine
+// when its context ends, while River's pgx calls on the same connection
+// (enqueues, a progression job completing itself) may be running, which
+// races; these transactions are short, and a stopping worker or a caller
+// that went away waits for them to end.
+func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx jobs.Tx) error) error {
+	return s.Queue.InTx(context.WithoutCancel(ctx), fn)
+}
+
 // progressTx records, in a transaction that appended to pipeline's log,
 // that its progression has something new to read, and wakes it: a
 // progression queued or running (held until this transaction ends, see

@@ -36,7 +36,7 @@ func (s *Service) Progress(ctx context.Context, pipeline string, complete func(c
 		if err := s.round(ctx, pipeline); err != nil {
 			return err
 		}
-		err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		err := s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 			if complete != nil {
 				if err := complete(ctx, tx); err != nil {
 					return err
@@ -60,7 +60,7 @@ func (s *Service) Progress(ctx context.Context, pipeline string, complete func(c
 // work (its record and its job, in one transaction). The steps themselves
 // run in their own jobs, as the seed's "Handles and threads" asks.
 func (s *Service) round(ctx context.Context, pipeline string) error {
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		l, err := s.load(ctx, tx, pipeline)
 		if apperr.CodeOf(err) == apperr.NotFound {
 			return nil // removed from gantry.yaml: it stops moving
@@ -203,7 +203,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		params := make([]river.InsertManyParams, len(names))
 		for i, n := range names {
 			params[i] = river.InsertManyParams{Args: jobs.ProgressPipelineArgs{Pipeline: n}}

@@ -36,7 +36,7 @@ func (s *Service) Register(ctx context.Context, pipeline, rev, actor string) (r 
 	if err := checkRevision(rev); err != nil {
 		return nil, false, err
 	}
-	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		if _, err := s.load(ctx, tx, pipeline); err != nil {
 			return err
 		}
@@ -62,7 +62,7 @@ func (s *Service) RegisterArtifact(ctx context.Context, pipeline, rev, arch, loc
 	if strings.TrimSpace(location) == "" {
 		return nil, false, apperr.Field("location", "is required: where the artifact is (a URL, an image, a path)")
 	}
-	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		l, err := s.load(ctx, tx, pipeline)
 		if err != nil {
 			return err

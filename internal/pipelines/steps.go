@@ -55,11 +55,11 @@ func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs) erro
 	actor := Actor(l.row.Name)
 	switch info.Kind {
 	case progression.Marker:
-		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 			return s.complete(ctx, tx, l, rev, row, actor, nil, "")
 		})
 	case progression.Artifact:
-		return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 			as, err := models.ArtifactsOf(ctx, tx, rev.ID)
 			if err != nil {
 				return err
@@ -113,7 +113,7 @@ func (s *Service) runCommand(ctx context.Context, l *loaded, rev *models.Pipelin
 	case runErr != nil && !errors.Is(runErr, runner.ErrInvalidCommand):
 		return runErr // could not start it this time: River tries again
 	}
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		switch {
 		case runErr != nil:
 			return s.fail(ctx, tx, l, rev, row, info, runErr.Error(), res.Output)

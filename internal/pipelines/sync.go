@@ -27,7 +27,7 @@ type SyncResult struct {
 func (s *Service) Sync(ctx context.Context, f *gantryfile.File, actor string) (SyncResult, error) {
 	var res SyncResult
 	defs := gantryfile.SectionOf[[]gantryfile.Pipeline](f, gantryfile.PipelinesKey)
-	err := s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		res = SyncResult{}
 		if err := models.LockConfigSync(ctx, tx); err != nil {
 			return err
