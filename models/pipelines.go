@@ -457,3 +457,16 @@ func LatestAt(ctx context.Context, db bun.IDB, target, event string) (*LogEntry,
 	}
 	return e, err
 }
+
+// StepOutputFrom is a step's output from character offset on, the offset
+// after it, and the step's status: what a page polls while its command runs.
+func StepOutputFrom(ctx context.Context, db bun.IDB, revisionID int64, event, target string, offset int) (text string, next int, status string, err error) {
+	var row struct {
+		Text   string
+		Next   int
+		Status string
+	}
+	err = db.NewRaw(`SELECT substr(output, ? + 1) AS text, char_length(output) AS next, status FROM pipeline_steps
+		WHERE revision_id = ? AND event = ? AND target = ?`, offset, revisionID, event, target).Scan(ctx, &row)
+	return row.Text, row.Next, row.Status, notFound(err)
+}

@@ -55,6 +55,8 @@ func PipelinesArea(svc *pipelines.Service) Area {
 			r.Page(http.MethodGet, "/pipelines/:name", s.pipelinePage, viewer)
 			r.Page(http.MethodGet, "/pipelines/:name/picture", s.pipelinePicturePart, viewer)
 			r.Page(http.MethodGet, "/pipelines/:name/revisions/:revision", s.revisionPage, viewer)
+			// A running command's output, as JSON for the page's own script.
+			r.Page(http.MethodGet, "/pipelines/:name/revisions/:revision/output", s.stepOutputTail, viewer)
 			r.Page(http.MethodPost, "/pipelines/:name/revisions/:revision/retry", s.stepActionForm(s.Pipelines.Retry, "retried"), operator)
 			r.Page(http.MethodPost, "/pipelines/:name/revisions/:revision/skip", s.stepActionForm(s.Pipelines.Skip, "skipped"), operator)
 			r.Page(http.MethodPost, "/pipelines/:name/revisions/:revision/vote", s.gateVoteForm, models.RoleApprover)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -168,10 +169,10 @@ func (s *pipelinesHandlers) revisionPage(c echo.Context) error {
 		v.Artifacts = append(v.Artifacts, pipelinesview.Artifact{Arch: a.Arch, Location: a.Location, By: a.RegisteredBy})
 	}
 	for _, st := range d.Steps {
-		v.Steps = append(v.Steps, pipelineStepRow(st))
+		v.Steps = append(v.Steps, pipelineStepRow(st, base+"/output"))
 	}
 	if d.Blocked != nil {
-		row := pipelineStepRow(*d.Blocked)
+		row := pipelineStepRow(*d.Blocked, base+"/output")
 		v.Blocked, v.Status, v.Tone = &row, "blocked", components.ToneBad
 	}
 	for _, g := range d.Gates {
@@ -185,7 +186,7 @@ func (s *pipelinesHandlers) revisionPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, pipelinesview.Revision(v))
 }
 
-func pipelineStepRow(st pipelines.StepDetail) pipelinesview.StepRow {
+func pipelineStepRow(st pipelines.StepDetail, outputURL string) pipelinesview.StepRow {
 	row := pipelinesview.StepRow{Event: st.Step.Event, Target: st.Step.Target, Depth: strconv.Itoa(min(st.Depth, 3)),
 		State: st.State, Why: st.Why}
 	if w := st.Work; w != nil {
@@ -193,6 +194,10 @@ func pipelineStepRow(st pipelines.StepDetail) pipelinesview.StepRow {
 			row.Attempt = fmt.Sprintf("attempt %d", w.Attempt)
 		}
 		row.Output, row.Reason = w.Output, w.Reason
+		if st.Kind == "command" && w.Status == models.StepRunning {
+			row.TailURL = outputURL + "?" + url.Values{"event": {st.Step.Event}, "target": {st.Step.Target}}.Encode()
+			row.TailOffset = strconv.Itoa(utf8.RuneCountInString(w.Output))
+		}
 	}
 	return row
 }
@@ -274,4 +279,19 @@ func (s *pipelinesHandlers) pipelinesVoterHelp(ctx context.Context, email string
 			Steps: mine}, nil
 	}
 	return approvalsview.Empty{Body: "You vote on no pipeline gate; a gate's voters are its approval's voters in gantry.yaml.", Steps: others}, nil
+}
+
+// stepOutputTail is the JSON tail of a step's output from offset on (the
+// shape the infrastructure pages' output tails have).
+func (s *pipelinesHandlers) stepOutputTail(c echo.Context) error {
+	offset, err := infraOutputOffset(c)
+	if err != nil {
+		return err
+	}
+	ref := pipelines.StepRef{Pipeline: c.Param("name"), Revision: c.Param("revision"), Event: c.QueryParam("event"), Target: c.QueryParam("target")}
+	text, next, running, err := s.Pipelines.StepOutput(c.Request().Context(), ref, offset)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"text": text, "next": next, "done": !running})
 }

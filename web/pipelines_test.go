@@ -1,8 +1,12 @@
 package web_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -103,4 +107,37 @@ func TestPipelineGateIsVotedFromTheRevisionPage(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	b.WaitRevisionFinished(t, "web", "1")
 	_ = servertest.Wait
+}
+
+func TestARunningStepsOutputIsFollowedLive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	script := filepath.Join(t.TempDir(), "slow.sh")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho deploying \"$1\"\nsleep 20\n"), 0o755))
+	b.Sync(t, fmt.Sprintf(`pipelines:
+  - name: slow
+    stages:
+      - name: prod
+        host_groups: [{name: g, hosts: [h1]}]
+        steps: [{name: deployed, run: [%q, "{host}"]}]
+`, script))
+	b.StartWorkers(t)
+	b.user(t, "viewer@example.com", models.RoleViewer)
+	_, _, err := b.Pipelines().Register(t.Context(), "slow", "1", "ci")
+	require.NoError(t, err)
+	b.WaitStep(t, "slow", "1", "host-deployed", "slow/prod/g/h1", "running")
+
+	br := b.browser(t)
+	br.login(t, "viewer@example.com")
+	tail := "/pipelines/slow/revisions/1/output?" + url.Values{"event": {"host-deployed"}, "target": {"slow/prod/g/h1"}}.Encode()
+	servertest.WaitFor(t, func() (bool, string) {
+		status, body, _ := br.get(t, tail)
+		require.Equal(t, http.StatusOK, status, body)
+		return strings.Contains(body, `"text":"deploying h1\n"`) && strings.Contains(body, `"done":false`), body
+	})
+	_, page, _ := br.get(t, "/pipelines/slow/revisions/1")
+	require.Contains(t, page, `data-testid="step-output-live"`)
+	require.Contains(t, page, "deploying h1")
+	status, body, _ := br.get(t, tail+"&offset=-1")
+	require.Equal(t, http.StatusBadRequest, status, body)
 }

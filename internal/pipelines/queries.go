@@ -499,3 +499,18 @@ func (s *Service) Gates(ctx context.Context) ([]Gate, error) {
 	}
 	return out, nil
 }
+
+// StepOutput is the output of a revision's step from character offset on,
+// the offset after it, and whether it may still grow (the step runs).
+func (s *Service) StepOutput(ctx context.Context, ref StepRef, offset int) (text string, next int, running bool, err error) {
+	db := s.Queue.DB()
+	rev, err := models.RevisionByName(ctx, db, ref.Pipeline, ref.Revision)
+	if err != nil {
+		return "", 0, false, notFound(err, fmt.Sprintf("revision %s in pipeline %s", ref.Revision, ref.Pipeline))
+	}
+	text, next, status, err := models.StepOutputFrom(ctx, db, rev.ID, ref.Event, ref.Target, offset)
+	if err != nil {
+		return "", 0, false, notFound(err, fmt.Sprintf("work for %s on %s", ref.Event, ref.Target))
+	}
+	return text, next, status == models.StepRunning, nil
+}

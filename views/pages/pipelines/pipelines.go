@@ -138,6 +138,10 @@ type StepRow struct {
 	Attempt string
 	Output  string
 	Reason  string
+	// TailURL, for a command running now, is where its output grows from
+	// TailOffset characters on (the page's script follows it).
+	TailURL    string
+	TailOffset string
 }
 
 // LogRow is one entry of the revision's log.
