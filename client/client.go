@@ -184,6 +184,12 @@ func (e *transportError) Unwrap() error { return e.err }
 // call sends one request to path (under /api/v1) with body as JSON, and
 // decodes a 2xx answer into out.
 func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
+	return c.callStatus(ctx, method, path, body, out, nil)
+}
+
+// callStatus is call telling status, when set, the status of a successful
+// answer (201 from 200 where the API tells created from already there).
+func (c *Client) callStatus(ctx context.Context, method, path string, body, out any, status func(int)) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var r io.Reader
@@ -227,6 +233,9 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	}
 	if res.StatusCode >= 300 {
 		return apiError(res, raw)
+	}
+	if status != nil {
+		status(res.StatusCode)
 	}
 	if out == nil {
 		return nil

@@ -88,13 +88,22 @@
     window.setTimeout(poll, 1000);
   });
 
-  // A section with data-refresh-src is a live picture (the daemons grid):
-  // every 3 s while the page is visible, replace it with a fresh copy.
-  document.querySelectorAll("[data-refresh-src]").forEach(function (section) {
-    var src = section.getAttribute("data-refresh-src");
-    var refresh = function () {
-      if (document.hidden) return window.setTimeout(refresh, 3000);
-      fetch(src, { credentials: "same-origin" })
+  // An element with data-refresh-src is a live part of its page (the
+  // daemons grid, a pipeline's picture): every 2 s while the page is
+  // visible, its source is fetched again and swapped in place. The server
+  // renders it, so this script holds no markup; a source that answers with
+  // a whole element carrying data-refresh-src gives that element's content.
+  document.querySelectorAll("[data-refresh-src]").forEach(function (el) {
+    var src = el.getAttribute("data-refresh-src");
+    var status = document.querySelector("[data-refresh-status]");
+    var setStatus = function (text, cls) {
+      if (!status) return;
+      status.textContent = text;
+      status.className = "live " + cls;
+    };
+    var tick = function () {
+      if (document.hidden) return window.setTimeout(tick, 2000);
+      fetch(src, { headers: { Accept: "text/html" }, credentials: "same-origin" })
         .then(function (res) {
           if (!res.ok) throw new Error("HTTP " + res.status);
           return res.text();
@@ -102,14 +111,16 @@
         .then(function (html) {
           var fresh = document.createElement("div");
           fresh.innerHTML = html;
-          var next = fresh.querySelector("[data-refresh-src]");
-          if (next) {
-            section.innerHTML = next.innerHTML;
-          }
-          window.setTimeout(refresh, 3000);
+          var inner = fresh.querySelector("[data-refresh-src]");
+          el.innerHTML = inner ? inner.innerHTML : html;
+          setStatus("Live", "on");
+          window.setTimeout(tick, 2000);
         })
-        .catch(function () { window.setTimeout(refresh, 10000); });
+        .catch(function () {
+          setStatus("Reconnecting…", "off");
+          window.setTimeout(tick, 5000);
+        });
     };
-    window.setTimeout(refresh, 3000);
+    window.setTimeout(tick, 2000);
   });
 })();

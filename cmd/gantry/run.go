@@ -50,7 +50,7 @@ flags override them.`,
 		c.configFlags(cmd)
 		root.AddCommand(cmd)
 	}
-	root.AddCommand(c.infraCommand(), c.envCommand(), c.daemonsCommand(), c.agentCommand())
+	root.AddCommand(c.infraCommand(), c.envCommand(), c.daemonsCommand(), c.agentCommand(), c.pipelinesCommand())
 	return root.ExecuteContext(ctx)
 }
 

@@ -19,14 +19,6 @@ var modulesArea = planned(web.PlannedArea("modules", "Modules",
 		Body: "When they are, the module graph, queued deployments waiting on their dependencies, and each deployment's plan will appear here.",
 	}))
 
-var pipelinesArea = planned(web.PlannedArea("pipelines", "Pipelines",
-	"Releases moved stage by stage by reading the deployment log.",
-	"Release pipelines of stages, host groups and hosts that move each revision forward by reading the deployment log.",
-	components.EmptyProps{
-		TestID: "empty-pipelines", Title: "Pipelines are not built yet",
-		Body: "When they are, each pipeline's stages with the position of every revision in flight, gates waiting for approval, and batches will appear here. Until then, CI can already record its own steps in the deployment log (POST /api/v1/log).",
-	}))
-
 // planned is an area that has only its page.
 func planned(w web.Area) Area {
 	return Area{Name: w.Name, Build: func(context.Context, *Deps) (*Parts, error) {

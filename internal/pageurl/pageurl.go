@@ -46,3 +46,14 @@ func SignIn(next string) string {
 	}
 	return "/login?" + url.Values{"next": {next}}.Encode()
 }
+
+// Pipelines is the pipelines area's overview.
+const Pipelines = "/pipelines"
+
+// Pipeline is a pipeline's page.
+func Pipeline(name string) string { return "/pipelines/" + url.PathEscape(name) }
+
+// PipelineRevision is a revision's page in its pipeline.
+func PipelineRevision(pipeline, revision string) string {
+	return Pipeline(pipeline) + "/revisions/" + url.PathEscape(revision)
+}

@@ -1,0 +1,213 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/riverqueue/river"
+	"github.com/uptrace/bun"
+
+	"github.com/gantryhq/gantry/internal/apperr"
+	"github.com/gantryhq/gantry/internal/progression"
+	"github.com/gantryhq/gantry/jobs"
+	"github.com/gantryhq/gantry/models"
+)
+
+// errNotCaughtUp rolls back a job's completion when an append arrived.
+var errNotCaughtUp = errors.New("an append arrived during the round")
+
+// Progress runs progression rounds for pipeline until a round read every
+// append made before it ended. Each append leaves a wake-up row in its
+// transaction, and inserts a progression job, which is dropped as a
+// duplicate while this one runs (unique per pipeline). So the last check
+// completes this job first (complete) and then looks for wake-ups, in one
+// transaction: an append whose job insert was dropped holds this job's row
+// (River's insert locks the duplicate) until it commits, so its wake-up is
+// seen; one that inserts later finds this job completed and starts another.
+func (s *Service) Progress(ctx context.Context, pipeline string, complete func(ctx context.Context, tx jobs.Tx) error) error {
+	// No bound on the rounds: appends that found this job running count on
+	// it to read them. Under a steady stream of completions it runs on,
+	// each round taking all that arrived during the one before.
+	for ctx.Err() == nil {
+		if err := models.TakeWakeups(ctx, s.Queue.DB(), pipeline); err != nil {
+			return err
+		}
+		if err := s.round(ctx, pipeline); err != nil {
+			return err
+		}
+		err := s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			if complete != nil {
+				if err := complete(ctx, tx); err != nil {
+					return err
+				}
+			}
+			more, err := models.HasWakeups(ctx, tx, pipeline)
+			if err == nil && more {
+				return errNotCaughtUp
+			}
+			return err
+		})
+		if !errors.Is(err, errNotCaughtUp) {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// round is one pass of the seed's loop for every revision in flight:
+// compute the frontier and the doable steps, and start each doable step's
+// work (its record and its job, in one transaction). The steps themselves
+// run in their own jobs, as the seed's "Handles and threads" asks.
+func (s *Service) round(ctx context.Context, pipeline string) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		l, err := s.load(ctx, tx, pipeline)
+		if apperr.CodeOf(err) == apperr.NotFound {
+			return nil // removed from gantry.yaml: it stops moving
+		}
+		if err != nil {
+			return err
+		}
+		revs, err := models.InFlightRevisions(ctx, tx, pipeline)
+		if err != nil || len(revs) == 0 {
+			return err
+		}
+		st, err := s.state(ctx, tx, l, revs)
+		if err != nil {
+			return err
+		}
+		if err := s.healArtifacts(ctx, tx, l, st); err != nil {
+			return err
+		}
+		plan := progression.New(l.shape, st.revisions, st.intro)
+		want := make([]models.PipelineStep, len(plan.Doable))
+		for i, w := range plan.Doable {
+			want[i] = models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target}
+		}
+		started, err := models.StartSteps(ctx, tx, want)
+		if err != nil {
+			return err
+		}
+		start := make([]river.InsertManyParams, len(started))
+		for i, w := range started {
+			start[i] = river.InsertManyParams{Args: jobs.DoPipelineStepArgs{RevisionID: w.RevisionID, Event: w.Event, Target: w.Target, Attempt: 1}}
+		}
+		for _, rp := range plan.Revisions {
+			if rp.Finished {
+				if err := models.FinishRevision(ctx, tx, st.byName[rp.Name].ID); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.EnqueueMany(ctx, start)
+	})
+}
+
+// progressState is what the log and the work records say of revisions, as
+// the engine takes it.
+type progressState struct {
+	revisions []progression.Revision
+	byName    map[string]*models.PipelineRevision
+	intro     progression.Introductions
+	open      []models.PipelineStep
+}
+
+// state reads revs' log entries and their work under way or failed.
+func (s *Service) state(ctx context.Context, db bun.IDB, l *loaded, revs []models.PipelineRevision) (*progressState, error) {
+	st := &progressState{byName: make(map[string]*models.PipelineRevision, len(revs))}
+	ids := make([]int64, len(revs))
+	deployments := make([]string, len(revs))
+	byDeployment := make(map[string]int, len(revs))
+	for i := range revs {
+		r := &revs[i]
+		ids[i], deployments[i] = r.ID, DeploymentID(r.Pipeline, r.Revision)
+		byDeployment[deployments[i]] = i
+		st.byName[r.Revision] = r
+		st.revisions = append(st.revisions, progression.Revision{Name: r.Revision, Seq: r.ID,
+			Done: map[progression.Step]bool{}, Running: map[progression.Step]bool{}, Failed: map[progression.Step]string{}})
+	}
+	entries, err := models.DeploymentLogs(ctx, db, deployments)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		r := &st.revisions[byDeployment[e.DeploymentID]]
+		event := e.Event
+		if event == EventStepSkipped {
+			// A step an operator skipped counts as complete.
+			event, _ = e.Detail["step"].(string)
+		}
+		r.Done[progression.Step{Event: event, Target: e.TargetID}] = true
+	}
+	if st.open, err = models.OpenSteps(ctx, db, ids); err != nil {
+		return nil, err
+	}
+	index := make(map[int64]int, len(revs))
+	for i := range revs {
+		index[revs[i].ID] = i
+	}
+	for _, o := range st.open {
+		r := &st.revisions[index[o.RevisionID]]
+		step := progression.Step{Event: o.Event, Target: o.Target}
+		if o.Status == models.StepFailed {
+			r.Failed[step] = o.Reason
+		} else {
+			r.Running[step] = true
+		}
+	}
+	intro, err := models.StepIntroductions(ctx, db, l.row.Name)
+	if err != nil {
+		return nil, err
+	}
+	st.intro = progression.Introductions(intro)
+	return st, nil
+}
+
+// healArtifacts completes the build steps waiting for an artifact that
+// was registered while their wait was being recorded (the two
+// transactions did not see each other).
+func (s *Service) healArtifacts(ctx context.Context, tx jobs.Tx, l *loaded, st *progressState) error {
+	for _, o := range st.open {
+		info, ok := l.shape.Info(progression.Step{Event: o.Event, Target: o.Target})
+		if !ok || info.Kind != progression.Artifact || o.Status != models.StepRunning {
+			continue
+		}
+		as, err := models.ArtifactsOf(ctx, tx, o.RevisionID)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(as, func(a models.PipelineArtifact) bool { return a.Arch == info.Name })
+		if i < 0 {
+			continue
+		}
+		rev, err := models.RevisionByID(ctx, tx, o.RevisionID)
+		if err != nil {
+			return err
+		}
+		o := o
+		if err := s.complete(ctx, tx, l, rev, &o, as[i].RegisteredBy, map[string]any{"location": as[i].Location}, ""); err != nil {
+			return err
+		}
+		if j := slices.IndexFunc(st.revisions, func(r progression.Revision) bool { return r.Seq == o.RevisionID }); j >= 0 {
+			step := progression.Step{Event: o.Event, Target: o.Target}
+			delete(st.revisions[j].Running, step)
+			st.revisions[j].Done[step] = true
+		}
+	}
+	return nil
+}
+
+// Sweep wakes every pipeline with revisions in flight.
+func (s *Service) Sweep(ctx context.Context) error {
+	names, err := models.PipelinesInFlight(ctx, s.Queue.DB())
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		params := make([]river.InsertManyParams, len(names))
+		for i, n := range names {
+			params[i] = river.InsertManyParams{Args: jobs.ProgressPipelineArgs{Pipeline: n}}
+		}
+		return tx.EnqueueMany(ctx, params)
+	})
+}
