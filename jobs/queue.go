@@ -94,7 +94,12 @@ func (q *Queue) InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) er
 		return fmt.Errorf("taking a database connection: %w", err)
 	}
 	defer conn.Close()
-	return conn.RunInTx(ctx, nil, func(ctx context.Context, btx bun.Tx) error {
+	// The transaction itself is not bound to ctx: database/sql rolls a
+	// transaction back from a goroutine of its own when its context ends,
+	// while River's pgx calls may be using the same connection, which races.
+	// Statements still take ctx, so a cancelled caller's next statement
+	// fails and the transaction is rolled back here, in this goroutine.
+	return conn.RunInTx(context.WithoutCancel(ctx), nil, func(_ context.Context, btx bun.Tx) error {
 		ptx, err := models.PgxTxOf(conn)
 		if err != nil {
 			return err

@@ -157,11 +157,9 @@ func stepKey(revisionID int64, s progression.Step) string {
 }
 
 // inTx runs fn in one transaction that its caller's cancellation does not
-// cut short. database/sql rolls a transaction back from another goroutine
-// when its context ends, while River's pgx calls on the same connection
-// (enqueues, a progression job completing itself) may be running, which
-// races; these transactions are short, and a stopping worker or a caller
-// that went away waits for them to end.
+// cut short: these transactions are short, and a stopping worker waits for
+// them so that a step that finished has its completion recorded rather
+// than run again.
 func (s *Service) inTx(ctx context.Context, fn func(ctx context.Context, tx jobs.Tx) error) error {
 	return s.Queue.InTx(context.WithoutCancel(ctx), fn)
 }
