@@ -49,7 +49,7 @@ func TestWrongPasswordAndRateLimit(t *testing.T) {
 	status := submitLogin(t, page, srv.URL, ada.Email, ada.Password)
 	require.Equal(t, http.StatusTooManyRequests, status, "sign-in with the right password after 3 failures")
 	require.NoError(t, expect.Locator(loginError).ToHaveText(
-		regexp.MustCompile(`Too many failed sign-ins for this account: it is blocked until \d\d:\d\d UTC\.`)))
+		regexp.MustCompile(`Too many failed sign-ins for this account: it is blocked until (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC\.`)))
 	require.NoError(t, expect.Locator(page.GetByTestId("current-user")).ToHaveCount(0), "not signed in")
 	require.NoError(t, expect.Page(page).ToHaveURL(srv.URL+"/login"))
 	saveScreenshot(t, page, "login-rate-limited")
