@@ -285,6 +285,14 @@ func (s *Service) step(ctx context.Context, tx jobs.Tx, env *models.DaemonEnviro
 	if settled(p, own, userCreated) {
 		return 0, s.end(ctx, tx, env, d, models.DaemonComplete, "")
 	}
+	// The next batch of replacements starts only once the previous one is
+	// healthy: while a task this deployment started is still launching, the
+	// budget counts what runs now, and the rest of a batch would be taken for
+	// a new one. Tasks for empty or failed instances replace nothing healthy
+	// and do not wait.
+	if len(p.Replace) > 0 && anyLaunching(own) {
+		return s.stepInterval(), models.StepDaemonDeployment(ctx, tx, d.ID, d.Batches, now)
+	}
 	before := len(done.started)
 	if err := s.apply(ctx, tx, env, d, snap, p, userCreated, done); err != nil {
 		return 0, err
@@ -312,12 +320,16 @@ func settled(p daemonplan.Plan, own []models.DaemonTask, userCreated bool) bool 
 	if userCreated && (len(p.Backoff) > 0 || len(p.Replace) > 0 || len(p.Waiting) > 0 || p.InFlight > 0) {
 		return false
 	}
-	for _, t := range own {
+	return !anyLaunching(own)
+}
+
+func anyLaunching(tasks []models.DaemonTask) bool {
+	for _, t := range tasks {
 		if t.State == string(daemonplan.TaskLaunching) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 func failureReason(t *models.DaemonTask) string {
