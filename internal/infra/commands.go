@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gantryhq/gantry/internal/runner"
+	"github.com/gantryhq/gantry/models"
 )
 
 // unitCommand is a plan or apply of one unit in its own checkout.
@@ -165,4 +168,45 @@ func failure(step string, res ran, err error) string {
 		return fmt.Sprintf("%s was %s", what, res.Signal)
 	}
 	return fmt.Sprintf("%s failed (exit code %d)", what, res.ExitCode)
+}
+
+// unitPlan is the outcome of planning one unit outside a run (a pull
+// request's plan, a drift check).
+type unitPlan struct {
+	ok, changes bool
+	exit        *int   // the plan command's exit code, if it ran
+	failure     string // why, when not ok
+}
+
+// planUnit plans the unit at path of repo at commit, in a workspace of its
+// own named name, with the plan role of the unit's account (its STS session
+// named session), streaming the output into sink; metric names the command
+// in the metrics. A failure River
+// should retry (cancelled, the worker stopping, git or STS failing) is
+// returned as the error.
+func (s *Service) planUnit(ctx context.Context, repo *models.Repository, commit, path, name, session, metric string, sink runner.Sink) (unitPlan, error) {
+	ws, err := s.workspace(name)
+	if err != nil {
+		return unitPlan{}, err
+	}
+	defer os.RemoveAll(ws)
+	var role string
+	if acc := accountFor(repo.Accounts, path); acc != nil {
+		role = acc.PlanRole
+	}
+	began := time.Now()
+	res, runErr := s.run(ctx, ws, unitCommand{
+		RepoURL: repo.URL, Commit: commit, Unit: path, Init: repo.InitCommand, Main: repo.PlanCommand,
+		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: session,
+	}, sink)
+	if retryable(ctx, runErr) {
+		return unitPlan{}, errors.Join(context.Cause(ctx), runErr)
+	}
+	ok, changes := planOutcome(repo.PlanCommand, res, runErr)
+	s.Metrics.command(metric, ok, time.Since(began))
+	out := unitPlan{ok: ok, changes: changes, exit: res.mainExit()}
+	if !ok {
+		out.failure = failure("plan", res, runErr)
+	}
+	return out, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -178,31 +177,16 @@ func (s *Service) RunDriftCheck(ctx context.Context, checkID int64) error {
 	if started, err := models.StartDriftCheck(ctx, db, c.ID); err != nil || !started {
 		return err
 	}
-	ws, err := s.workspace(fmt.Sprintf("drift-%d", c.ID))
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
-	var role string
-	if acc := accountFor(repo.Accounts, c.Path); acc != nil {
-		role = acc.PlanRole
-	}
 	sink := runner.SinkFunc(func(sctx context.Context, ch runner.Chunk) error {
 		return models.AppendDriftOutput(sctx, db, c.ID, ch.Text)
 	})
-	began := time.Now()
-	res, runErr := s.run(ctx, ws, unitCommand{
-		RepoURL: repo.URL, Commit: c.CommitSHA, Unit: c.Path, Init: repo.InitCommand, Main: repo.PlanCommand,
-		PlanFile: filepath.Join(ws, "drift.tfplan"), Role: role, Session: fmt.Sprintf("drift-%d", c.ID),
-	}, sink)
-	if retryable(ctx, runErr) {
-		return errors.Join(context.Cause(ctx), runErr)
+	plan, err := s.planUnit(ctx, repo, c.CommitSHA, c.Path, fmt.Sprintf("drift-%d", c.ID), fmt.Sprintf("drift-%d", c.ID), "drift_plan", sink)
+	if err != nil {
+		return err
 	}
-	ok, changes := planOutcome(repo.PlanCommand, res, runErr)
-	s.Metrics.command("drift_plan", ok, time.Since(began))
-	c.ExitCode, c.HasChanges, c.Status, c.Error = res.mainExit(), &changes, models.DriftSucceeded, ""
-	if !ok {
-		c.Status, c.Error, c.HasChanges = models.DriftFailed, failure("plan", res, runErr), nil
+	c.ExitCode, c.HasChanges, c.Status, c.Error = plan.exit, &plan.changes, models.DriftSucceeded, ""
+	if !plan.ok {
+		c.Status, c.Error, c.HasChanges = models.DriftFailed, plan.failure, nil
 	}
 	return s.finishDriftCheck(ctx, repo, c)
 }

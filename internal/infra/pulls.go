@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infrarun"
@@ -180,36 +178,21 @@ func (s *Service) RunPRPlan(ctx context.Context, planID int64, generation int) e
 	if err != nil || !started {
 		return err
 	}
-	ws, err := s.workspace(fmt.Sprintf("plan-%d", p.ID))
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
-	var role string
-	if acc := accountFor(repo.Accounts, p.Path); acc != nil {
-		role = acc.PlanRole
-	}
 	sink := runner.SinkFunc(func(sctx context.Context, c runner.Chunk) error {
 		return models.AppendPRPlanOutput(sctx, db, p.ID, c.Text)
 	})
-	began := time.Now()
-	res, runErr := s.run(ctx, ws, unitCommand{
-		RepoURL: repo.URL, Commit: p.HeadSHA, Unit: p.Path, Init: repo.InitCommand, Main: repo.PlanCommand,
-		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: fmt.Sprintf("pr-%d", p.PRNumber),
-	}, sink)
-	if retryable(ctx, runErr) {
-		// A newer push cancelled this job (River then records it as
-		// cancelled), the worker is stopping, or git or STS failed: River
-		// runs it again.
-		return errors.Join(context.Cause(ctx), runErr)
+	// A retryable error: a newer push cancelled this job (River then
+	// records it as cancelled), the worker is stopping, or git or STS
+	// failed: River runs it again.
+	plan, err := s.planUnit(ctx, repo, p.HeadSHA, p.Path, fmt.Sprintf("plan-%d", p.ID), fmt.Sprintf("pr-%d", p.PRNumber), "pr_plan", sink)
+	if err != nil {
+		return err
 	}
-	ok, changes := planOutcome(repo.PlanCommand, res, runErr)
-	s.Metrics.command("pr_plan", ok, time.Since(began))
-	p.ExitCode, p.HasChanges = res.mainExit(), &changes
+	ok, changes := plan.ok, plan.changes
+	p.ExitCode, p.HasChanges = plan.exit, &changes
 	p.Status, p.Error = models.PlanSucceeded, ""
 	if !ok {
-		p.Status, p.Error = models.PlanFailed, failure("plan", res, runErr)
-		p.HasChanges = nil
+		p.Status, p.Error, p.HasChanges = models.PlanFailed, plan.failure, nil
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		finished, err := models.FinishPRPlan(ctx, tx, p)
