@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -477,16 +478,47 @@ func (s *Service) stopAll(ctx context.Context, tx jobs.Tx, env *models.DaemonEnv
 	return stopping, models.StopDaemonTasks(ctx, tx, ids, reason, s.now())
 }
 
-// dispatch hands committed starts and stops to the backend; a failure is
-// logged and retried by the next step or reconcile, which dispatch what is
-// still launching or stopping.
+// dispatch hands committed starts and stops to the backends; a failure is
+// logged and retried by the next step, reconcile or refresh, which dispatch
+// what is still launching or stopping. Each backend skips the tasks of
+// other backends' instances. Tasks a backend reports it cannot start
+// (StartFailures) end failed with its reason.
 func (s *Service) dispatch(ctx context.Context, start, stop []models.DaemonTask) {
-	if len(start)+len(stop) == 0 || s.Backend == nil {
+	if len(start)+len(stop) == 0 {
 		return
 	}
-	if err := s.Backend.Dispatch(ctx, start, stop); err != nil && s.Logger != nil {
-		s.Logger.Warn("dispatching daemon tasks", "starts", len(start), "stops", len(stop), "err", err)
+	backends := []Backend{}
+	if s.Backend != nil {
+		backends = append(backends, s.Backend)
 	}
+	for _, name := range slices.Sorted(maps.Keys(s.ClusterBackends)) {
+		if b := s.ClusterBackends[name]; !slices.Contains(backends, b) {
+			backends = append(backends, b)
+		}
+	}
+	for _, b := range backends {
+		err := b.Dispatch(ctx, start, stop)
+		var refused *StartFailures
+		if errors.As(err, &refused) {
+			err = errors.Join(refused.Err, s.failStarts(ctx, refused.Reasons))
+		}
+		if err != nil && s.Logger != nil {
+			s.Logger.Warn("dispatching daemon tasks", "backend", b.Name(), "starts", len(start), "stops", len(stop), "err", err)
+		}
+	}
+}
+
+// failStarts ends tasks the backend refused to start as failed, with its
+// reason: the deployment that started them sees a failed task.
+func (s *Service) failStarts(ctx context.Context, reasons map[uuid.UUID]string) error {
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		for _, id := range slices.SortedFunc(maps.Keys(reasons), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }) {
+			if err := s.observeTask(ctx, tx, ObservedTask{ID: id.String(), State: daemonplan.TaskFailed, Reason: reasons[id]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Picture is what an environment's grid shows: the instances its group
