@@ -71,9 +71,6 @@ func (s *Service) version(spec Spec, prev *models.DaemonVersion) (*models.Daemon
 	if strings.TrimSpace(td.Name) == "" {
 		bad.Add("task_definition.name", "is required")
 	}
-	if len(td.Command) == 0 || strings.TrimSpace(td.Command[0]) == "" {
-		bad.Add("task_definition.command", "is required: the program and its arguments, such as [\"/usr/bin/fluent-bit\", \"-c\", \"/etc/fb.conf\"]")
-	}
 	for k := range td.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			bad.Add("task_definition.env", fmt.Sprintf("%q is not a variable name", k))
@@ -81,6 +78,9 @@ func (s *Service) version(spec Spec, prev *models.DaemonVersion) (*models.Daemon
 	}
 	v := &models.DaemonVersion{ID: uuid.New(), TaskDefinition: strings.TrimSpace(td.Name), Command: td.Command, TaskEnv: td.Env,
 		Role: spec.Role, TimeoutSeconds: int(DefaultDeploymentTimeout / time.Second), MinHealthyPercent: DefaultMinHealthyPercent}
+	if v.Command == nil {
+		v.Command = []string{} // none: an ECS task definition's own
+	}
 	if prev != nil {
 		v.Cluster, v.Attributes, v.Role, v.MinHealthyPercent, v.TimeoutSeconds = prev.Cluster, prev.Attributes, prev.Role, prev.MinHealthyPercent, prev.TimeoutSeconds
 		if spec.Role != "" {
@@ -97,6 +97,16 @@ func (s *Service) version(spec Spec, prev *models.DaemonVersion) (*models.Daemon
 		bad.Add("instance_group.cluster", "is required")
 	} else if !namePattern.MatchString(v.Cluster) {
 		bad.Add("instance_group.cluster", "must be 1–63 lower-case letters, digits, '-' or '_'")
+	}
+	// The command is the local backend's (an agent runs it); an ECS task
+	// definition holds its own. A Service that knows no backends (the
+	// gantry.yaml check) cannot tell which a cluster is.
+	switch b := s.backendFor(v.Cluster); {
+	case b == nil:
+	case b.Name() == BackendLocal && (len(td.Command) == 0 || strings.TrimSpace(td.Command[0]) == ""):
+		bad.Add("task_definition.command", "is required: the program and its arguments, such as [\"/usr/bin/fluent-bit\", \"-c\", \"/etc/fb.conf\"]")
+	case b.Name() != BackendLocal && (len(td.Command) > 0 || len(td.Env) > 0):
+		bad.Add("task_definition.command", "must be empty on "+b.Name()+" cluster "+v.Cluster+": name the ECS task definition (family:revision or its ARN), which holds the command and environment")
 	}
 	for _, a := range v.Attributes {
 		if !attributePattern.MatchString(a) {
