@@ -142,29 +142,13 @@ type liveTask struct {
 // liveTasksOnCluster are the live tasks (launching, running, stopping) of
 // every environment on the cluster's instances.
 func liveTasksOnCluster(ctx context.Context, db bun.IDB, cluster string) ([]liveTask, error) {
-	instances, err := models.DaemonClusterInstances(ctx, db, cluster)
+	ts, names, err := models.ClusterDaemonTasks(ctx, db, cluster)
 	if err != nil {
 		return nil, err
 	}
-	onCluster := map[string]bool{}
-	for _, in := range instances {
-		onCluster[in.ID] = true
-	}
-	envs, err := models.DaemonEnvironments(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	var out []liveTask
-	for _, e := range envs {
-		ts, err := models.LiveDaemonTasks(ctx, db, e.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range ts {
-			if onCluster[t.InstanceID] {
-				out = append(out, liveTask{environment: e.Name, task: t})
-			}
-		}
+	out := make([]liveTask, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, liveTask{environment: names[t.EnvironmentID], task: t})
 	}
 	return out, nil
 }
@@ -295,6 +279,18 @@ func (d *ecsDispatch) start(ctx context.Context, t models.DaemonTask) (string, e
 	}
 	if _, ok := ownECSTask(mine, t); ok {
 		return "", nil // started by an earlier dispatch
+	}
+	// No surge, as with agents: a replacement starts once the task it
+	// replaces has stopped (the refresh that sees it stopped dispatches
+	// this start again).
+	onInstance, err := models.InstanceDaemonTasks(ctx, d.b.DB, in.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, other := range onInstance {
+		if other.EnvironmentID == t.EnvironmentID && other.State == string(daemonplan.TaskStopping) {
+			return "", nil
+		}
 	}
 	v, ok := d.versions[t.VersionID]
 	if !ok {

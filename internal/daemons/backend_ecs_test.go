@@ -254,3 +254,43 @@ func TestECSAgentsCannotJoinAnECSCluster(t *testing.T) {
 	require.Equal(t, apperr.Conflict, apperr.CodeOf(err))
 	require.ErrorContains(t, err, "ecs cluster")
 }
+
+// TestECSRolloutReplacesWithoutSurgeAndDeleteStops: a new version replaces
+// every task (a new task on an instance only once the old one has stopped
+// in ECS), and deleting the environment stops its tasks in ECS.
+func TestECSRolloutReplacesWithoutSurgeAndDeleteStops(t *testing.T) {
+	h := setupECS(t)
+	instances := h.addInstances(4, nil)
+	h.sweep()
+	v1 := h.createECS("exporter")
+	d1, err := h.svc.StartDeployment(h.ctx, "exporter", v1.ID, "test")
+	require.NoError(t, err)
+	h.converge("exporter", "v1 complete", func() bool { return h.deployment(d1.ID).State == models.DaemonComplete })
+
+	td2 := h.ecs.RegisterTaskDefinition(ecsfake.TaskDefinition{Family: "node-exporter", CPU: 256, Memory: 512})
+	require.NotEqual(t, h.taskDef, td2)
+	v2, err := h.svc.UpdateEnvironment(h.ctx, "exporter", daemons.Spec{TaskDefinition: daemons.TaskDefinition{Name: td2}}, "api", "test")
+	require.NoError(t, err)
+	d2, err := h.svc.StartDeployment(h.ctx, "exporter", v2.ID, "test")
+	require.NoError(t, err)
+	h.converge("exporter", "v2 complete", func() bool {
+		for _, ts := range h.live("exporter") {
+			require.Len(t, ts, 1, "never two tasks of the environment on an instance")
+		}
+		return h.deployment(d2.ID).State == models.DaemonComplete
+	})
+	require.True(t, h.onePerInstance("exporter", instances))
+	for _, ts := range h.live("exporter") {
+		require.Equal(t, td2, ts[0].TaskDefinitionARN)
+		require.Equal(t, d2.ID.String(), ts[0].StartedBy)
+	}
+	require.Len(t, h.tasks("exporter")["stopped"], 4, "the v1 tasks stopped")
+
+	require.NoError(t, h.svc.DeleteEnvironment(h.ctx, "exporter", "test"))
+	h.converge("exporter", "every ECS task stopped", func() bool { return len(h.live("exporter")) == 0 })
+	h.eventually("Gantry's tasks stopped", func() bool {
+		h.sweep()
+		ts := h.tasks("exporter")
+		return len(ts["stopping"])+len(ts["running"])+len(ts["launching"]) == 0
+	})
+}
