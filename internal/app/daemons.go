@@ -34,7 +34,7 @@ var daemonsArea = Area{Name: "daemons", Section: &daemons.Section, Build: func(c
 		if err != nil {
 			return nil, fmt.Errorf("daemons: the ECS client: %w", err)
 		}
-		ecsBackend := &daemons.ECSBackend{Client: client, DB: d.DB.Bun}
+		ecsBackend := &daemons.ECSBackend{Client: client, DB: d.DB.Bun, Logger: d.Logger}
 		svc.ClusterBackends = map[string]daemons.Backend{}
 		for _, c := range d.Config.DaemonsECSClusters {
 			svc.ClusterBackends[c] = ecsBackend

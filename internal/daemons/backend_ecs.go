@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/google/uuid"
@@ -30,6 +31,7 @@ import (
 type ECSBackend struct {
 	Client *ecsdaemon.Client
 	DB     bun.IDB
+	Logger *slog.Logger // nil: failures to stop stray tasks are not logged
 }
 
 // BackendECS is the ECS backend's name.
@@ -87,8 +89,12 @@ func (b *ECSBackend) Observe(ctx context.Context, cluster string) (*ClusterView,
 		k := key{env, lastPart(t.Instance), t.StartedBy}
 		byKey[k] = append(byKey[k], t)
 	}
+	owned := map[string]bool{} // ECS task ARNs that are a live Gantry task
 	for _, lt := range live {
 		et, found := ownECSTask(byKey[key{lt.environment, lt.task.InstanceID, lt.task.DeploymentID.String()}], lt.task)
+		if found {
+			owned[et.ARN] = true
+		}
 		switch {
 		case found && et.LastStatus == "STOPPED":
 			reason := et.StoppedReason
@@ -110,27 +116,81 @@ func (b *ECSBackend) Observe(ctx context.Context, cluster string) (*ClusterView,
 				Reason: "not running in ECS"})
 		}
 	}
+	// A stray that could not be stopped now is stopped by a later pass; the
+	// view is good either way.
+	if err := b.stopStrays(ctx, cluster, ecsTasks, owned); err != nil && b.Logger != nil {
+		b.Logger.Warn("stopping stray ECS tasks", "cluster", cluster, "err", err)
+	}
 	return view, nil
 }
 
+// stopStrays stops the ECS tasks of Gantry's environments that are no live
+// Gantry task: a duplicate (a StartTask ECS carried out twice, or one that
+// timed out and was retried) or one whose Gantry task has ended. Only
+// environments this Gantry knows are touched, so another installation's
+// daemons on the same cluster are left alone.
+func (b *ECSBackend) stopStrays(ctx context.Context, cluster string, ecsTasks []ecsdaemon.Task, owned map[string]bool) error {
+	envs, err := models.DaemonEnvironments(ctx, b.DB)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, e := range envs {
+		known[ECSGroup(e.Name)] = true
+	}
+	var errs []error
+	for _, t := range ecsTasks {
+		if !known[t.Group] || owned[t.ARN] || t.LastStatus == "STOPPED" || t.DesiredStatus == "STOPPED" {
+			continue
+		}
+		_, err := b.Client.StopTask(ctx, cluster, t.ARN, "gantry: not a task of this daemon environment (a duplicate, or its Gantry task ended)")
+		if err != nil && !errors.Is(err, ecsdaemon.ErrTaskNotFound) {
+			errs = append(errs, err)
+			if errors.Is(err, ecsdaemon.ErrThrottled) {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ownECSTask picks, among the ECS tasks of a Gantry task's (environment,
-// instance, deployment), the one that is that Gantry task: one not stopped,
-// else one that stopped after the Gantry task was created.
+// instance, deployment), the one that is that Gantry task: one not stopped
+// (a running one first, then the longest running, so that of a duplicate
+// pair the established task is kept), else one that stopped after the
+// Gantry task was created.
 func ownECSTask(candidates []ecsdaemon.Task, t models.DaemonTask) (ecsdaemon.Task, bool) {
-	var stopped *ecsdaemon.Task
+	var live, stopped *ecsdaemon.Task
 	for i := range candidates {
 		c := &candidates[i]
 		if c.LastStatus != "STOPPED" {
-			return *c, true
+			if live == nil || better(c, live) {
+				live = c
+			}
+			continue
 		}
 		if (c.StoppedAt.IsZero() || !c.StoppedAt.Before(t.CreatedAt)) && (stopped == nil || c.StoppedAt.After(stopped.StoppedAt)) {
 			stopped = c
 		}
 	}
-	if stopped != nil {
+	switch {
+	case live != nil:
+		return *live, true
+	case stopped != nil:
 		return *stopped, true
 	}
 	return ecsdaemon.Task{}, false
+}
+
+// better says whether a is more the established task than b.
+func better(a, b *ecsdaemon.Task) bool {
+	if a.Running() != b.Running() {
+		return a.Running()
+	}
+	if !a.StartedAt.Equal(b.StartedAt) {
+		return a.StartedAt.Before(b.StartedAt)
+	}
+	return a.ARN < b.ARN
 }
 
 // liveTask is a live Gantry task with its environment's name.

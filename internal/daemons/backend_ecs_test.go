@@ -294,3 +294,27 @@ func TestECSRolloutReplacesWithoutSurgeAndDeleteStops(t *testing.T) {
 		return len(ts["stopping"])+len(ts["running"])+len(ts["launching"]) == 0
 	})
 }
+
+// TestECSDuplicateIsStopped: a second ECS task of the environment on an
+// instance (a StartTask ECS carried out twice) is stopped by the next
+// refresh; Gantry's task keeps running.
+func TestECSDuplicateIsStopped(t *testing.T) {
+	h := setupECS(t)
+	instances := h.addInstances(2, nil)
+	h.sweep()
+	v := h.createECS("exporter")
+	dep, err := h.svc.StartDeployment(h.ctx, "exporter", v.ID, "test")
+	require.NoError(t, err)
+	h.converge("exporter", "the deployment complete", func() bool { return h.deployment(dep.ID).State == models.DaemonComplete })
+	original := h.live("exporter")[instances[0].ID][0]
+	dup, err := h.backend.Client.StartTask(h.ctx, ecsCluster, instances[0].ARN, h.taskDef, dep.ID.String(), daemons.ECSGroup("exporter"))
+	require.NoError(t, err)
+	require.Len(t, h.live("exporter")[instances[0].ID], 2)
+	h.sweep() // the duplicate still PENDING, the original RUNNING
+	require.Len(t, h.live("exporter")[instances[0].ID], 1)
+	require.Equal(t, original.ARN, h.live("exporter")[instances[0].ID][0].ARN, "the task Gantry knows is kept")
+	require.NotEqual(t, dup.ARN, original.ARN)
+	require.True(t, h.onePerInstance("exporter", instances))
+	require.Len(t, h.tasks("exporter")["running"], 2)
+	require.Empty(t, h.tasks("exporter")["failed"])
+}
