@@ -519,16 +519,17 @@ func (s *Service) dispatch(ctx context.Context, start, stop []models.DaemonTask)
 }
 
 // failStarts ends tasks the backend refused to start as failed, with its
-// reason: the deployment that started them sees a failed task.
+// reason: the deployment that started them sees a failed task. One
+// transaction per task, as an agent's report (it locks the task, then its
+// environment).
 func (s *Service) failStarts(ctx context.Context, reasons map[uuid.UUID]string) error {
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		for _, id := range slices.SortedFunc(maps.Keys(reasons), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }) {
-			if err := s.observeTask(ctx, tx, ObservedTask{ID: id.String(), State: daemonplan.TaskFailed, Reason: reasons[id]}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	var errs []error
+	for _, id := range slices.SortedFunc(maps.Keys(reasons), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }) {
+		errs = append(errs, s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			return s.observeTask(ctx, tx, ObservedTask{ID: id.String(), State: daemonplan.TaskFailed, Reason: reasons[id]})
+		}))
+	}
+	return errors.Join(errs...)
 }
 
 // Picture is what an environment's grid shows: the instances its group

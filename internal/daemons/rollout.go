@@ -596,13 +596,26 @@ func (s *Service) RefreshCluster(ctx context.Context, cluster string) error {
 			return err
 		}
 		now := s.now()
-		changed := false
+		var leaving []string
 		for _, in := range known {
 			if _, ok := seen[in.ID]; !ok {
-				changed = true
-				if err := s.leave(ctx, tx, in.ID, why, Actor); err != nil {
-					return err
-				}
+				leaving = append(leaving, in.ID)
+			}
+		}
+		if len(leaving)+len(view.Tasks) > 0 {
+			// Task changes lock the task, then its environment; the
+			// steps and reconciles lock the environment, then its
+			// tasks. Lock every environment with a live task here
+			// first, in id order as they do, so several tasks changed
+			// in one transaction cannot deadlock with them.
+			if err := lockClusterEnvironments(ctx, tx, cluster); err != nil {
+				return err
+			}
+		}
+		changed := len(leaving) > 0
+		for _, id := range leaving {
+			if err := s.leave(ctx, tx, id, why, Actor); err != nil {
+				return err
 			}
 		}
 		if b.Name() != BackendLocal {
@@ -658,6 +671,21 @@ func (s *Service) RefreshCluster(ctx context.Context, cluster string) error {
 		}
 	}
 	s.dispatch(ctx, start, stop)
+	return nil
+}
+
+// lockClusterEnvironments locks, in id order, the environments with a live
+// task on the cluster.
+func lockClusterEnvironments(ctx context.Context, tx jobs.Tx, cluster string) error {
+	_, names, err := models.ClusterDaemonTasks(ctx, tx, cluster)
+	if err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(names)) {
+		if _, err := models.LockDaemonEnvironmentByID(ctx, tx, id); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
