@@ -318,3 +318,31 @@ func TestECSDuplicateIsStopped(t *testing.T) {
 	require.Len(t, h.tasks("exporter")["running"], 2)
 	require.Empty(t, h.tasks("exporter")["failed"])
 }
+
+// TestECSThrottledReadKeepsTheView: a sweep that cannot read the ECS
+// cluster (throttled past the client's retries) says so and changes
+// nothing; the next one carries on.
+func TestECSThrottledReadKeepsTheView(t *testing.T) {
+	h := setupECS(t)
+	instances := h.addInstances(2, nil)
+	h.sweep()
+	v := h.createECS("exporter")
+	dep, err := h.svc.StartDeployment(h.ctx, "exporter", v.ID, "test")
+	require.NoError(t, err)
+	h.converge("exporter", "the deployment complete", func() bool { return h.deployment(dep.ID).State == models.DaemonComplete })
+
+	h.ecs.Throttle("ListTasks", -1)
+	h.ecs.StopTaskWithExit(h.live("exporter")[instances[0].ID][0].ARN, 1, "")
+	err = h.svc.Sweep(h.ctx)
+	require.ErrorIs(t, err, ecsdaemon.ErrThrottled)
+	require.ErrorContains(t, err, "refreshing cluster fleet")
+	ins, err := models.DaemonClusterInstances(h.ctx, h.srv.DB.Bun, ecsCluster)
+	require.NoError(t, err)
+	require.Len(t, ins, 2, "instances kept")
+	require.Len(t, h.tasks("exporter")["running"], 2, "not yet seen dead")
+
+	h.ecs.ClearFaults()
+	h.converge("exporter", "the dead task replaced", func() bool {
+		return len(h.tasks("exporter")["failed"]) == 1 && h.onePerInstance("exporter", instances)
+	})
+}

@@ -502,9 +502,12 @@ func (s *Service) Sweep(ctx context.Context) error {
 	for name := range s.ClusterBackends {
 		refresh[name] = true // an ECS cluster is known before Gantry has seen it
 	}
+	// A cluster that cannot be read now (ECS throttling or down) keeps its
+	// last view, shown as stale; the others and the reconcile go on.
+	var refreshErrs []error
 	for _, name := range slices.Sorted(maps.Keys(refresh)) {
 		if err := s.RefreshCluster(ctx, name); err != nil {
-			return fmt.Errorf("refreshing cluster %s: %w", name, err)
+			refreshErrs = append(refreshErrs, fmt.Errorf("refreshing cluster %s: %w", name, err))
 		}
 	}
 	stale, err := models.StaleDaemonDeployments(ctx, db, s.now().Add(-staleAfter(s.stepInterval())))
@@ -562,7 +565,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	}
 	s.dispatch(ctx, done.started, done.stopping)
 	s.Metrics.reconciled(time.Since(began))
-	return nil
+	return errors.Join(refreshErrs...)
 }
 
 // staleAfter is how long an in-progress deployment may go unstepped before
