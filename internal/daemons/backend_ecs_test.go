@@ -346,3 +346,32 @@ func TestECSThrottledReadKeepsTheView(t *testing.T) {
 		return len(h.tasks("exporter")["failed"]) == 1 && h.onePerInstance("exporter", instances)
 	})
 }
+
+// TestECSBackendFromConfiguration: GANTRY_DAEMONS_ECS_CLUSTERS makes the
+// named cluster ECS in the assembled application (with the process's AWS
+// credentials); other clusters stay local.
+func TestECSBackendFromConfiguration(t *testing.T) {
+	fake := ecsfake.New(t, ecsfake.Options{})
+	fake.AddCluster(ecsCluster)
+	in := fake.AddInstance(ecsCluster, ecsfake.InstanceSpec{Attributes: map[string]string{"zone": "a"}})
+	creds, err := fake.Credentials().Retrieve(t.Context())
+	require.NoError(t, err)
+	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
+	srv := servertest.NewWith(t, servertest.Options{NoWeb: true, Env: []string{
+		"GANTRY_DAEMONS_ECS_CLUSTERS=" + ecsCluster, "GANTRY_DAEMONS_ECS_REGION=" + fake.Region(), "GANTRY_DAEMONS_ECS_ENDPOINT=" + fake.URL}})
+	svc := srv.Daemons()
+	ctx := t.Context()
+	require.NoError(t, svc.Sweep(ctx))
+	got, err := models.DaemonInstanceByID(ctx, srv.DB.Bun, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, daemons.BackendECS, got.Backend)
+	require.Equal(t, ecsCluster, got.Cluster)
+	require.Equal(t, in.EC2InstanceID, got.Hostname)
+	require.Equal(t, "a", got.Attributes["zone"])
+
+	_, err = svc.Register(ctx, daemons.Registration{ID: "box-1", Cluster: ecsCluster, Hostname: "box-1"}, "test")
+	require.Equal(t, apperr.Conflict, apperr.CodeOf(err))
+	_, err = svc.Register(ctx, daemons.Registration{ID: "box-1", Cluster: "web", Hostname: "box-1"}, "test")
+	require.NoError(t, err, "another cluster is local")
+}
