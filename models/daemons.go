@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -462,6 +464,30 @@ func DeploymentDaemonTasks(ctx context.Context, db bun.IDB, deploymentID uuid.UU
 	var ts []DaemonTask
 	err := db.NewSelect().Model(&ts).Where("deployment_id = ?", deploymentID).OrderExpr("created_at, id").Scan(ctx)
 	return ts, err
+}
+
+// ClusterDaemonTasks are the live tasks on a cluster's instances that have
+// not left, every environment's (deleted ones' too, whose tasks are being
+// stopped), with the names of their environments by id.
+func ClusterDaemonTasks(ctx context.Context, db bun.IDB, cluster string) ([]DaemonTask, map[int64]string, error) {
+	var ts []DaemonTask
+	err := db.NewSelect().Model(&ts).
+		Where("instance_id IN (SELECT id FROM daemon_instances WHERE cluster = ? AND status <> 'gone')", cluster).
+		Where("state IN ('launching', 'running', 'stopping')").OrderExpr("created_at, id").Scan(ctx)
+	if err != nil || len(ts) == 0 {
+		return ts, nil, err
+	}
+	ids := map[int64]bool{}
+	for _, t := range ts {
+		ids[t.EnvironmentID] = true
+	}
+	var envs []DaemonEnvironment
+	err = db.NewSelect().Model(&envs).Column("id", "name").Where("id IN (?)", bun.In(slices.Collect(maps.Keys(ids)))).Scan(ctx)
+	names := map[int64]string{}
+	for _, e := range envs {
+		names[e.ID] = e.Name
+	}
+	return ts, names, err
 }
 
 // InstanceDaemonTasks are the live tasks on an instance, every environment's.

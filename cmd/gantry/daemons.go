@@ -106,8 +106,10 @@ Run machines' tasks with gantry agent.`,
 	printVersion := func(v *client.DaemonVersionCreated) {
 		c.printf("%s version %d: %s\n", v.Name, v.Version.Number, v.EnvironmentVersion)
 	}
-	create := &cobra.Command{Use: "create NAME --task T --cluster C -- COMMAND [ARGS…]", Short: "Create a daemon environment (inactive until deployed)",
-		Args: cobra.MinimumNArgs(2)}
+	// No command on an ECS cluster: --task names the ECS task definition,
+	// which holds it (the server says which clusters need one).
+	create := &cobra.Command{Use: "create NAME --task T --cluster C [-- COMMAND [ARGS…]]", Short: "Create a daemon environment (inactive until deployed)",
+		Args: cobra.MinimumNArgs(1)}
 	createSpec := spec(create)
 	create.RunE = func(cmd *cobra.Command, args []string) error {
 		api, err := conn.tokenClient()

@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gantryhq/gantry/internal/daemonplan"
 	"github.com/gantryhq/gantry/internal/daemons"
+	"github.com/gantryhq/gantry/internal/ecsdaemon"
 	"github.com/gantryhq/gantry/internal/gantryfile"
 	"github.com/gantryhq/gantry/jobs"
 	"github.com/gantryhq/gantry/web"
@@ -17,7 +19,7 @@ import (
 const daemonSweepEvery = 15 * time.Second
 
 // daemonsArea is daemons (seed 002): docs/areas/daemons.md.
-var daemonsArea = Area{Name: "daemons", Section: &daemons.Section, Build: func(_ context.Context, d *Deps) (*Parts, error) {
+var daemonsArea = Area{Name: "daemons", Section: &daemons.Section, Build: func(ctx context.Context, d *Deps) (*Parts, error) {
 	svc := &daemons.Service{
 		Queue: d.Queue, Logger: d.Logger,
 		HeartbeatInterval: daemons.DefaultHeartbeatInterval, HeartbeatTTL: daemons.DefaultHeartbeatTTL,
@@ -25,6 +27,19 @@ var daemonsArea = Area{Name: "daemons", Section: &daemons.Section, Build: func(_
 		Metrics: daemons.NewMetrics(d.Registry, d.DB),
 	}
 	svc.Backend = &daemons.LocalBackend{DB: d.DB.Bun, TTL: daemons.DefaultHeartbeatTTL, Now: time.Now}
+	if len(d.Config.DaemonsECSClusters) > 0 {
+		// One client (one retry quota, so a throttling storm is not
+		// multiplied) for every ECS cluster.
+		client, err := ecsdaemon.New(ctx, ecsdaemon.Options{Region: d.Config.DaemonsECSRegion, Endpoint: d.Config.DaemonsECSEndpoint})
+		if err != nil {
+			return nil, fmt.Errorf("daemons: the ECS client: %w", err)
+		}
+		ecsBackend := &daemons.ECSBackend{Client: client, DB: d.DB.Bun, Logger: d.Logger}
+		svc.ClusterBackends = map[string]daemons.Backend{}
+		for _, c := range d.Config.DaemonsECSClusters {
+			svc.ClusterBackends[c] = ecsBackend
+		}
+	}
 	jobsArea := jobs.DaemonsArea(svc, daemonSweepEvery)
 	return &Parts{
 		Service: svc,

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ type Config struct {
 	CommandTimeout        time.Duration // GANTRY_COMMAND_TIMEOUT bounds one plan or apply
 	CommandEnv            []string      // GANTRY_COMMAND_ENV: names of variables passed on to plan and apply
 	HeartbeatInterval     time.Duration // GANTRY_HEARTBEAT_INTERVAL: how often a job running a command says it is alive
+	DaemonsECSClusters    []string      // GANTRY_DAEMONS_ECS_CLUSTERS: daemon clusters that are ECS clusters
+	DaemonsECSRegion      string        // GANTRY_DAEMONS_ECS_REGION
+	DaemonsECSEndpoint    string        // GANTRY_DAEMONS_ECS_ENDPOINT
 }
 
 // Var documents one environment variable.
@@ -105,9 +109,15 @@ var Vars = []Var{
 	{"GANTRY_COMMAND_ENV", "", "Comma-separated names of variables of Gantry's environment passed on to plan and apply commands (e.g. TF_PLUGIN_CACHE_DIR,TF_CLI_CONFIG_FILE); commands get only PATH, HOME and LANG otherwise."},
 	{"GANTRY_HEARTBEAT_INTERVAL", "10s", "How often a worker records that a job running a command (plan, apply, cleanup) is alive. A job silent for 6 intervals is taken for dead (its worker crashed or lost the database) by the next sweep, at most a minute later: an apply that began becomes interrupted for an operator, a plan or cleanup runs again."},
 	{"GANTRY_TRUSTED_PROXIES", "", "Comma-separated CIDRs of the load balancers in front of Gantry; X-Forwarded-For is believed only from them. Empty: the connection's address is the client's."},
+	{"GANTRY_DAEMONS_ECS_CLUSTERS", "", "Comma-separated names of the daemons area's clusters that are Amazon ECS clusters of the same name (the ecs backend, with the AWS credentials of the process); other clusters are local (gantry agent)."},
+	{"GANTRY_DAEMONS_ECS_REGION", "", "Region of those ECS clusters; empty: the AWS SDK's default (AWS_REGION, the profile), else us-east-1."},
+	{"GANTRY_DAEMONS_ECS_ENDPOINT", "", "ECS endpoint override (a VPC endpoint); empty: AWS's own for the region."},
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// daemonClusterName is the daemons area's cluster name.
+var daemonClusterName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // FieldError names the variable that is wrong and why.
 type FieldError struct {
@@ -158,20 +168,22 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 	}
 
 	c := &Config{
-		SMTPURL:      get("GANTRY_SMTP_URL"),
-		MailFrom:     get("GANTRY_MAIL_FROM"),
-		AWSRegion:    get("GANTRY_AWS_REGION"),
-		STSEndpoint:  get("GANTRY_AWS_STS_ENDPOINT"),
-		IAMEndpoint:  get("GANTRY_AWS_IAM_ENDPOINT"),
-		SESRegion:    get("GANTRY_SES_REGION"),
-		SESEndpoint:  get("GANTRY_SES_ENDPOINT"),
-		WorkDir:      get("GANTRY_WORK_DIR"),
-		GitHubAPIURL: get("GANTRY_GITHUB_API_URL"),
-		DatabaseURL:  get("DATABASE_URL"),
-		Addr:         get("GANTRY_ADDR"),
-		ConfigFile:   get("GANTRY_CONFIG"),
-		DataDir:      get("GANTRY_DATA_DIR"),
-		LogFormat:    get("GANTRY_LOG_FORMAT"),
+		SMTPURL:            get("GANTRY_SMTP_URL"),
+		MailFrom:           get("GANTRY_MAIL_FROM"),
+		AWSRegion:          get("GANTRY_AWS_REGION"),
+		STSEndpoint:        get("GANTRY_AWS_STS_ENDPOINT"),
+		IAMEndpoint:        get("GANTRY_AWS_IAM_ENDPOINT"),
+		SESRegion:          get("GANTRY_SES_REGION"),
+		SESEndpoint:        get("GANTRY_SES_ENDPOINT"),
+		DaemonsECSRegion:   get("GANTRY_DAEMONS_ECS_REGION"),
+		DaemonsECSEndpoint: get("GANTRY_DAEMONS_ECS_ENDPOINT"),
+		WorkDir:            get("GANTRY_WORK_DIR"),
+		GitHubAPIURL:       get("GANTRY_GITHUB_API_URL"),
+		DatabaseURL:        get("DATABASE_URL"),
+		Addr:               get("GANTRY_ADDR"),
+		ConfigFile:         get("GANTRY_CONFIG"),
+		DataDir:            get("GANTRY_DATA_DIR"),
+		LogFormat:          get("GANTRY_LOG_FORMAT"),
 	}
 	fail := func(name, reason string) {
 		errs = append(errs, &FieldError{Var: name, Value: get(name), Reason: reason})
@@ -245,13 +257,23 @@ func Load(environ []string, overrides map[string]string) (*Config, error) {
 		}
 		c.CommandEnv = append(c.CommandEnv, name)
 	}
+	for _, name := range strings.Split(get("GANTRY_DAEMONS_ECS_CLUSTERS"), ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+		case !daemonClusterName.MatchString(name):
+			fail("GANTRY_DAEMONS_ECS_CLUSTERS", fmt.Sprintf("%q is not a daemon cluster name (1–63 lower-case letters, digits, '-' or '_')", name))
+		case !slices.Contains(c.DaemonsECSClusters, name):
+			c.DaemonsECSClusters = append(c.DaemonsECSClusters, name)
+		}
+	}
 	if c.SESEndpoint != "" && c.SESRegion == "" {
 		fail("GANTRY_SES_ENDPOINT", "needs GANTRY_SES_REGION as well")
 	}
 	if c.SESRegion != "" && get("GANTRY_SMTP_URL") != "" {
 		fail("GANTRY_SES_REGION", "choose one way to send mail: GANTRY_SES_REGION or GANTRY_SMTP_URL, not both")
 	}
-	for _, name := range []string{"GANTRY_SMTP_URL", "GANTRY_AWS_STS_ENDPOINT", "GANTRY_AWS_IAM_ENDPOINT", "GANTRY_SES_ENDPOINT", "GANTRY_GITHUB_API_URL"} {
+	for _, name := range []string{"GANTRY_SMTP_URL", "GANTRY_AWS_STS_ENDPOINT", "GANTRY_AWS_IAM_ENDPOINT", "GANTRY_SES_ENDPOINT", "GANTRY_GITHUB_API_URL", "GANTRY_DAEMONS_ECS_ENDPOINT"} {
 		if v := get(name); v != "" {
 			if u, err := url.Parse(v); err != nil || u.Host == "" {
 				fail(name, "must be an absolute URL")

@@ -34,15 +34,17 @@ func TestFlagsOverrideEnvironment(t *testing.T) {
 func TestInvalidValuesNameTheVariable(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
-		"GANTRY_ADDR=8080":              "GANTRY_ADDR",
-		"GANTRY_BASE_URL=localhost":     "GANTRY_BASE_URL",
-		"GANTRY_SECRET_KEY=short":       "GANTRY_SECRET_KEY",
-		"GANTRY_LOG_LEVEL=loud":         "GANTRY_LOG_LEVEL",
-		"GANTRY_SESSION_TTL=forever":    "GANTRY_SESSION_TTL",
-		"GANTRY_WORKERS=0":              "GANTRY_WORKERS",
-		"DATABASE_URL=mysql://x/y":      "DATABASE_URL",
-		"GANTRY_CONFIG=/does/not/exist": "GANTRY_CONFIG",
-		"GANTRY_API_RATE=-1":            "GANTRY_API_RATE",
+		"GANTRY_ADDR=8080":                      "GANTRY_ADDR",
+		"GANTRY_BASE_URL=localhost":             "GANTRY_BASE_URL",
+		"GANTRY_SECRET_KEY=short":               "GANTRY_SECRET_KEY",
+		"GANTRY_LOG_LEVEL=loud":                 "GANTRY_LOG_LEVEL",
+		"GANTRY_SESSION_TTL=forever":            "GANTRY_SESSION_TTL",
+		"GANTRY_WORKERS=0":                      "GANTRY_WORKERS",
+		"DATABASE_URL=mysql://x/y":              "DATABASE_URL",
+		"GANTRY_CONFIG=/does/not/exist":         "GANTRY_CONFIG",
+		"GANTRY_API_RATE=-1":                    "GANTRY_API_RATE",
+		"GANTRY_DAEMONS_ECS_CLUSTERS=Fleet,web": "GANTRY_DAEMONS_ECS_CLUSTERS",
+		"GANTRY_DAEMONS_ECS_ENDPOINT=ecs":       "GANTRY_DAEMONS_ECS_ENDPOINT",
 	}
 	for kv, name := range cases {
 		t.Run(kv, func(t *testing.T) {
@@ -50,6 +52,17 @@ func TestInvalidValuesNameTheVariable(t *testing.T) {
 			require.ErrorContains(t, err, name)
 		})
 	}
+}
+
+func TestDaemonsECSClusters(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load([]string{"GANTRY_DAEMONS_ECS_CLUSTERS= fleet,gpu-a,,fleet ", "GANTRY_DAEMONS_ECS_REGION=eu-west-1"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"fleet", "gpu-a"}, c.DaemonsECSClusters)
+	require.Equal(t, "eu-west-1", c.DaemonsECSRegion)
+	c, err = config.Load(nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, c.DaemonsECSClusters)
 }
 
 func TestUnknownVariableSuggestsTheKnownOne(t *testing.T) {

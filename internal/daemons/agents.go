@@ -59,6 +59,10 @@ func (s *Service) Register(ctx context.Context, r Registration, actor string) (*
 	if err := bad.Err(); err != nil {
 		return nil, err
 	}
+	if b := s.backendFor(r.Cluster); b != nil && b.Name() != BackendLocal {
+		return nil, &apperr.Error{Code: apperr.Conflict, Message: fmt.Sprintf("Cluster %s is an %s cluster: its instances come from %s, not from agents.", r.Cluster, b.Name(), b.Name()),
+			Fields: map[string]string{"cluster": "is an " + b.Name() + " cluster"}}
+	}
 	if r.Attributes == nil {
 		r.Attributes = map[string]string{}
 	}

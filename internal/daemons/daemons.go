@@ -52,11 +52,16 @@ const Actor = "gantry:daemons"
 
 // Service is the daemons area.
 type Service struct {
-	Queue   *jobs.Queue
-	Logger  *slog.Logger
+	Queue  *jobs.Queue
+	Logger *slog.Logger
+	// Backend reaches every cluster not in ClusterBackends (the local
+	// backend).
 	Backend Backend
-	Metrics *Metrics // nil: not measured
-	Now     func() time.Time
+	// ClusterBackends is the backend of each cluster that has its own (an
+	// ECS cluster); set before the workers start.
+	ClusterBackends map[string]Backend
+	Metrics         *Metrics // nil: not measured
+	Now             func() time.Time
 	// HeartbeatInterval is how often agents heartbeat; an instance silent
 	// for HeartbeatTTL has left the cluster.
 	HeartbeatInterval time.Duration
@@ -88,6 +93,14 @@ func (s *Service) now() time.Time {
 		return s.Now()
 	}
 	return time.Now()
+}
+
+// backendFor is the backend that reaches cluster.
+func (s *Service) backendFor(cluster string) Backend {
+	if b, ok := s.ClusterBackends[cluster]; ok {
+		return b
+	}
+	return s.Backend
 }
 
 func (s *Service) stepInterval() time.Duration {

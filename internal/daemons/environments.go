@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -70,9 +71,6 @@ func (s *Service) version(spec Spec, prev *models.DaemonVersion) (*models.Daemon
 	if strings.TrimSpace(td.Name) == "" {
 		bad.Add("task_definition.name", "is required")
 	}
-	if len(td.Command) == 0 || strings.TrimSpace(td.Command[0]) == "" {
-		bad.Add("task_definition.command", "is required: the program and its arguments, such as [\"/usr/bin/fluent-bit\", \"-c\", \"/etc/fb.conf\"]")
-	}
 	for k := range td.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			bad.Add("task_definition.env", fmt.Sprintf("%q is not a variable name", k))
@@ -80,6 +78,9 @@ func (s *Service) version(spec Spec, prev *models.DaemonVersion) (*models.Daemon
 	}
 	v := &models.DaemonVersion{ID: uuid.New(), TaskDefinition: strings.TrimSpace(td.Name), Command: td.Command, TaskEnv: td.Env,
 		Role: spec.Role, TimeoutSeconds: int(DefaultDeploymentTimeout / time.Second), MinHealthyPercent: DefaultMinHealthyPercent}
+	if v.Command == nil {
+		v.Command = []string{} // none: an ECS task definition's own
+	}
 	if prev != nil {
 		v.Cluster, v.Attributes, v.Role, v.MinHealthyPercent, v.TimeoutSeconds = prev.Cluster, prev.Attributes, prev.Role, prev.MinHealthyPercent, prev.TimeoutSeconds
 		if spec.Role != "" {
@@ -96,6 +97,16 @@ func (s *Service) version(spec Spec, prev *models.DaemonVersion) (*models.Daemon
 		bad.Add("instance_group.cluster", "is required")
 	} else if !namePattern.MatchString(v.Cluster) {
 		bad.Add("instance_group.cluster", "must be 1–63 lower-case letters, digits, '-' or '_'")
+	}
+	// The command is the local backend's (an agent runs it); an ECS task
+	// definition holds its own. A Service that knows no backends (the
+	// gantry.yaml check) cannot tell which a cluster is.
+	switch b := s.backendFor(v.Cluster); {
+	case b == nil:
+	case b.Name() == BackendLocal && (len(td.Command) == 0 || strings.TrimSpace(td.Command[0]) == ""):
+		bad.Add("task_definition.command", "is required: the program and its arguments, such as [\"/usr/bin/fluent-bit\", \"-c\", \"/etc/fb.conf\"]")
+	case b.Name() != BackendLocal && (len(td.Command) > 0 || len(td.Env) > 0):
+		bad.Add("task_definition.command", "must be empty on "+b.Name()+" cluster "+v.Cluster+": name the ECS task definition (family:revision or its ARN), which holds the command and environment")
 	}
 	for _, a := range v.Attributes {
 		if !attributePattern.MatchString(a) {
@@ -477,16 +488,48 @@ func (s *Service) stopAll(ctx context.Context, tx jobs.Tx, env *models.DaemonEnv
 	return stopping, models.StopDaemonTasks(ctx, tx, ids, reason, s.now())
 }
 
-// dispatch hands committed starts and stops to the backend; a failure is
-// logged and retried by the next step or reconcile, which dispatch what is
-// still launching or stopping.
+// dispatch hands committed starts and stops to the backends; a failure is
+// logged and retried by the next step, reconcile or refresh, which dispatch
+// what is still launching or stopping. Each backend skips the tasks of
+// other backends' instances. Tasks a backend reports it cannot start
+// (StartFailures) end failed with its reason.
 func (s *Service) dispatch(ctx context.Context, start, stop []models.DaemonTask) {
-	if len(start)+len(stop) == 0 || s.Backend == nil {
+	if len(start)+len(stop) == 0 {
 		return
 	}
-	if err := s.Backend.Dispatch(ctx, start, stop); err != nil && s.Logger != nil {
-		s.Logger.Warn("dispatching daemon tasks", "starts", len(start), "stops", len(stop), "err", err)
+	backends := []Backend{}
+	if s.Backend != nil {
+		backends = append(backends, s.Backend)
 	}
+	for _, name := range slices.Sorted(maps.Keys(s.ClusterBackends)) {
+		if b := s.ClusterBackends[name]; !slices.Contains(backends, b) {
+			backends = append(backends, b)
+		}
+	}
+	for _, b := range backends {
+		err := b.Dispatch(ctx, start, stop)
+		var refused *StartFailures
+		if errors.As(err, &refused) {
+			err = errors.Join(refused.Err, s.failStarts(ctx, refused.Reasons))
+		}
+		if err != nil && s.Logger != nil {
+			s.Logger.Warn("dispatching daemon tasks", "backend", b.Name(), "starts", len(start), "stops", len(stop), "err", err)
+		}
+	}
+}
+
+// failStarts ends tasks the backend refused to start as failed, with its
+// reason: the deployment that started them sees a failed task. One
+// transaction per task, as an agent's report (it locks the task, then its
+// environment).
+func (s *Service) failStarts(ctx context.Context, reasons map[uuid.UUID]string) error {
+	var errs []error
+	for _, id := range slices.SortedFunc(maps.Keys(reasons), func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) }) {
+		errs = append(errs, s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+			return s.observeTask(ctx, tx, ObservedTask{ID: id.String(), State: daemonplan.TaskFailed, Reason: reasons[id]})
+		}))
+	}
+	return errors.Join(errs...)
 }
 
 // Picture is what an environment's grid shows: the instances its group

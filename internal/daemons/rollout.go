@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -504,11 +505,21 @@ func (s *Service) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refresh := map[string]bool{}
 	for _, c := range clusters {
-		if s.Backend != nil && c.Backend == s.Backend.Name() {
-			if err := s.RefreshCluster(ctx, c.Name); err != nil {
-				return fmt.Errorf("refreshing cluster %s: %w", c.Name, err)
-			}
+		if b := s.backendFor(c.Name); b != nil && c.Backend == b.Name() {
+			refresh[c.Name] = true
+		}
+	}
+	for name := range s.ClusterBackends {
+		refresh[name] = true // an ECS cluster is known before Gantry has seen it
+	}
+	// A cluster that cannot be read now (ECS throttling or down) keeps its
+	// last view, shown as stale; the others and the reconcile go on.
+	var refreshErrs []error
+	for _, name := range slices.Sorted(maps.Keys(refresh)) {
+		if err := s.RefreshCluster(ctx, name); err != nil {
+			refreshErrs = append(refreshErrs, fmt.Errorf("refreshing cluster %s: %w", name, err))
 		}
 	}
 	stale, err := models.StaleDaemonDeployments(ctx, db, s.now().Add(-staleAfter(s.stepInterval())))
@@ -566,7 +577,7 @@ func (s *Service) Sweep(ctx context.Context) error {
 	}
 	s.dispatch(ctx, done.started, done.stopping)
 	s.Metrics.reconciled(time.Since(began))
-	return nil
+	return errors.Join(refreshErrs...)
 }
 
 // staleAfter is how long an in-progress deployment may go unstepped before
@@ -575,9 +586,14 @@ func staleAfter(step time.Duration) time.Duration { return 10*step + 30*time.Sec
 
 // RefreshCluster brings Gantry's view of a cluster up to date from the
 // backend: instances missing from the backend's view leave (their tasks
-// end), changed attributes are recorded, observed task states applied.
+// end), instances new to Gantry join and changed ones are recorded (for
+// backends Gantry does not hear from by registration, such as ECS),
+// observed task states are applied; then what is still launching or
+// stopping there is dispatched again (the backend's Dispatch is
+// idempotent), so a start lost to throttling or a crash is retried.
 func (s *Service) RefreshCluster(ctx context.Context, cluster string) error {
-	view, err := s.Backend.Observe(ctx, cluster)
+	b := s.backendFor(cluster)
+	view, err := b.Observe(ctx, cluster)
 	if err != nil {
 		return err
 	}
@@ -585,16 +601,59 @@ func (s *Service) RefreshCluster(ctx context.Context, cluster string) error {
 	for _, in := range view.Instances {
 		seen[in.ID] = in
 	}
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+	why := "missed its heartbeat TTL"
+	if b.Name() != BackendLocal {
+		why = "no longer in the " + b.Name() + " cluster"
+	}
+	err = s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		known, err := models.DaemonClusterInstances(ctx, tx, cluster)
 		if err != nil {
 			return err
 		}
 		now := s.now()
+		var leaving []string
 		for _, in := range known {
 			if _, ok := seen[in.ID]; !ok {
-				if err := s.leave(ctx, tx, in.ID, "missed its heartbeat TTL", Actor); err != nil {
+				leaving = append(leaving, in.ID)
+			}
+		}
+		if len(leaving)+len(view.Tasks) > 0 {
+			// Task changes lock the task, then its environment; the
+			// steps and reconciles lock the environment, then its
+			// tasks. Lock every environment with a live task here
+			// first, in id order as they do, so several tasks changed
+			// in one transaction cannot deadlock with them.
+			if err := lockClusterEnvironments(ctx, tx, cluster); err != nil {
+				return err
+			}
+		}
+		changed := len(leaving) > 0
+		for _, id := range leaving {
+			if err := s.leave(ctx, tx, id, why, Actor); err != nil {
+				return err
+			}
+		}
+		if b.Name() != BackendLocal {
+			byID := map[string]models.DaemonInstance{}
+			for _, in := range known {
+				byID[in.ID] = in
+			}
+			for _, o := range view.Instances {
+				prev, ok := byID[o.ID]
+				if ok && prev.Status == string(o.Status) && maps.Equal(prev.Attributes, o.Attributes) {
+					continue
+				}
+				changed = true
+				in := &models.DaemonInstance{ID: o.ID, Cluster: cluster, Backend: b.Name(), Hostname: o.Hostname,
+					Attributes: o.Attributes, Status: string(o.Status), RegisteredAt: now, LastSeenAt: now}
+				if err := models.UpsertDaemonInstance(ctx, tx, in); err != nil {
 					return err
+				}
+				if !ok {
+					if err := models.AppendLog(ctx, tx, &models.LogEntry{TargetID: "daemons/instances/" + in.ID, Event: EventInstanceRegistered, Actor: Actor,
+						Detail: map[string]any{"cluster": cluster, "hostname": in.Hostname, "attributes": in.Attributes, "backend": b.Name()}}); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -603,8 +662,46 @@ func (s *Service) RefreshCluster(ctx context.Context, cluster string) error {
 				return err
 			}
 		}
-		return models.RefreshDaemonCluster(ctx, tx, cluster, s.Backend.Name(), now)
+		if changed {
+			if err := s.reconcileCluster(ctx, tx, cluster); err != nil {
+				return err
+			}
+		}
+		return models.RefreshDaemonCluster(ctx, tx, cluster, b.Name(), now)
 	})
+	if err != nil || b.Name() == BackendLocal {
+		return err
+	}
+	live, err := liveTasksOnCluster(ctx, s.Queue.DB(), cluster)
+	if err != nil {
+		return err
+	}
+	var start, stop []models.DaemonTask
+	for _, lt := range live {
+		switch daemonplan.TaskState(lt.task.State) {
+		case daemonplan.TaskLaunching:
+			start = append(start, lt.task)
+		case daemonplan.TaskStopping:
+			stop = append(stop, lt.task)
+		}
+	}
+	s.dispatch(ctx, start, stop)
+	return nil
+}
+
+// lockClusterEnvironments locks, in id order, the environments with a live
+// task on the cluster.
+func lockClusterEnvironments(ctx context.Context, tx jobs.Tx, cluster string) error {
+	_, names, err := models.ClusterDaemonTasks(ctx, tx, cluster)
+	if err != nil {
+		return err
+	}
+	for _, id := range slices.Sorted(maps.Keys(names)) {
+		if _, err := models.LockDaemonEnvironmentByID(ctx, tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // observeTask applies a task state the backend reports.
