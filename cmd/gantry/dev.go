@@ -188,7 +188,9 @@ func (c *cli) startDemoAgents(ctx context.Context, a *app.App, server string, lo
 			reg: client.AgentRegistration{ID: fmt.Sprintf("demo-%d", i+1), Cluster: app.DemoDaemonCluster, Hostname: "localhost",
 				Attributes: map[string]string{"role": "web", "zone": zone}}}
 		go func() {
-			if err := ag.run(ctx); err != nil {
+			// Stopping gantry dev stops its web server too, so the agents'
+			// leaving may find no one to tell: that is no news.
+			if err := ag.run(ctx); err != nil && ctx.Err() == nil {
 				logger.Warn("demo agent stopped", "instance", ag.reg.ID, "error", err)
 			}
 		}()
