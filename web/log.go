@@ -228,9 +228,7 @@ func logRow(e models.LogEntry) logview.Row {
 		Revision: e.Revision, Event: e.Event, Tone: eventTone(e.Event), Actor: e.Actor,
 	}
 	if len(e.Detail) > 0 {
-		b, _ := json.Marshal(e.Detail)
-		row.Detail = string(b)
-		b, _ = json.MarshalIndent(e.Detail, "", "  ")
+		b, _ := json.MarshalIndent(e.Detail, "", "  ")
 		row.DetailJSON = string(b)
 		row.DetailSummary = detailSummary(e.Detail)
 	}

@@ -13,7 +13,6 @@ type Row struct {
 	Event      string
 	Tone       string // badge tone derived from the event name
 	Actor      string
-	Detail     string // compact JSON, for the areas' own log panels
 	// DetailSummary is the detail on one line, "key: value · key: value",
 	// each value shortened; DetailJSON is the whole detail, indented, shown
 	// on demand. Both are empty when the entry has no detail.
