@@ -167,7 +167,7 @@ func (s *daemonsHandlers) daemonDeploymentRow(c echo.Context, env string, d *mod
 	}
 	row := daemonview.Deployment{ID: d.ID.String(), URL: daemonEnvURL(env) + "/deployments/" + d.ID.String(), Type: d.Type, State: d.State,
 		StateTone: daemonStateTone(d.State), Version: numbers[d.VersionID], Reason: d.Reason, Created: clock(d.CreatedAt),
-		Batches: d.Batches, Total: len(tasks), Percent: "0", Started: "—", Ended: "—"}
+		Batches: plural(d.Batches, "batch", "batches"), Total: len(tasks), Percent: "0", Started: "—", Ended: "—"}
 	if d.StartedAt != nil {
 		row.Started = clock(*d.StartedAt)
 	}
@@ -205,7 +205,7 @@ func (s *daemonsHandlers) daemonEnvironmentPage(c echo.Context) error {
 	j := daemonEnvironmentJSONOf(e)
 	v := daemonview.EnvironmentView{Name: name, State: j.State, StateTone: daemonStateTone(j.State), Health: j.Health,
 		HealthTone: daemonStateTone(j.Health), HealthLine: j.HealthLine, Source: daemonSource(e.Source), FromFile: e.Source == "file",
-		Cluster: pic.Version.Cluster, Attributes: daemonGroup(pic.Version), Matching: len(pic.Instances), Grid: grid,
+		Cluster: pic.Version.Cluster, Attributes: daemonGroup(pic.Version), Matching: plural(len(pic.Instances), "matching instance", "matching instances"), Grid: grid,
 		StopURL: daemonEnvURL(name) + "/stop", RollbackURL: daemonEnvURL(name) + "/rollback",
 		CanOperate: principalOf(c).User.Role.Includes(models.RoleOperator), LogURL: "/log?target=" + url.QueryEscape(models.DaemonEnvironmentTarget(name))}
 	v.ClusterRefreshed = "never (no agent has registered)"
@@ -240,7 +240,7 @@ func (s *daemonsHandlers) daemonEnvironmentPage(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		dv := &daemonview.DiffView{Version: fmt.Sprintf("v%d", d.Version.Number), VersionID: d.Version.ID.String(), Matching: d.Instances,
+		dv := &daemonview.DiffView{Version: fmt.Sprintf("v%d", d.Version.Number), VersionID: d.Version.ID.String(), Matching: plural(d.Instances, "matching instance", "matching instances"),
 			FirstBatch: d.FirstBatch, Start: d.Start, Unchanged: d.Unchanged, StartURL: daemonEnvURL(name) + "/deployments"}
 		for _, r := range d.Replace {
 			dv.Replace = append(dv.Replace, daemonview.DiffLine{Instance: r.InstanceID, Task: r.TaskID.String(), Note: "runs " + r.From})

@@ -67,19 +67,20 @@ type Version struct {
 type Deployment struct {
 	ID, URL, Type, State, StateTone, Version, Reason string
 	Created, Started, Ended                          string
-	Batches                                          int
+	Batches                                          string // "1 batch", "3 batches"
 	Done, Total                                      int    // tasks of this deployment running / started
 	Percent                                          string // the bar's width, "0"–"100"
 }
 
 // DiffView is what a deployment of a version would do.
 type DiffView struct {
-	Version, VersionID   string
-	Matching, FirstBatch int
-	Start, Unchanged     []string
-	Replace              []DiffLine
-	Stop                 []DiffLine
-	StartURL             string
+	Version, VersionID string
+	Matching           string // "over 2 matching instances"
+	FirstBatch         int
+	Start, Unchanged   []string
+	Replace            []DiffLine
+	Stop               []DiffLine
+	StartURL           string
 }
 
 // DiffLine is one replaced or stopped task.
@@ -102,7 +103,7 @@ type EnvironmentView struct {
 	Cluster, Attributes  string
 	ClusterRefreshed     string // how long ago the cluster's view was refreshed in full
 	ClusterStale         bool
-	Matching             int
+	Matching             string // "2 matching instances"
 	Grid                 Grid
 	Versions             []Version
 	Options              []Option
