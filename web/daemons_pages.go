@@ -306,7 +306,7 @@ func (s *daemonsHandlers) daemonDeploymentPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v.Log = logRows(entries)
+	v.Log, v.LogURL = logRows(entries), "/log?deployment="+url.QueryEscape(id.String())
 	return s.render(c, http.StatusOK, daemonview.DeploymentPage(v))
 }
 

@@ -122,6 +122,7 @@ type DeploymentView struct {
 	Deployment                  Deployment
 	Tasks                       []Task
 	Log                         []log.Row
+	LogURL                      string // the deployment's entries on /log
 }
 
 // Task is one task of a deployment.

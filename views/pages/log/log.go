@@ -41,3 +41,12 @@ type View struct {
 	Events    []string
 	Filtered  bool
 }
+
+// PanelProps is what Panel shows: the rows, the /log address of all of
+// them, what an empty panel says, and the panel's test id.
+type PanelProps struct {
+	TestID string
+	Rows   []Row
+	URL    string
+	Empty  string
+}
