@@ -246,7 +246,9 @@ func nextRollbacks(rollbacks []State) Step {
 	for _, r := range rollbacks {
 		byID[r.ID] = r
 	}
-	done := func(r State) bool { return r.Status == Succeeded || r.Status == Aborted || (r.Status == Failed && r.Resolved) }
+	done := func(r State) bool {
+		return r.Status == Succeeded || r.Status == Aborted || (r.Status == Failed && r.Resolved)
+	}
 	step := Step{Done: true, Succeeded: true}
 	for _, r := range rollbacks {
 		switch {
