@@ -426,10 +426,7 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 			}
 			return s.advance(ctx, tx, run, actor)
 		}
-		rb.Remaining, rb.RemainingError = nil, ""
-		if err := models.UpdateRollback(ctx, tx, rb, "remaining", "remaining_error"); err != nil {
-			return err
-		}
+		// What was left stays recorded until the retry's apply says otherwise.
 		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackRetried, actor,
 			map[string]any{"cfg_path": x.CfgPath, "reason": reason, "error": x.Error}); err != nil {
 			return err
