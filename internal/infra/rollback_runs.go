@@ -13,8 +13,8 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approvals"
-	"github.com/gantryhq/gantry/internal/gitrepo"
 	"github.com/gantryhq/gantry/internal/github"
+	"github.com/gantryhq/gantry/internal/gitrepo"
 	"github.com/gantryhq/gantry/internal/infrarun"
 	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/internal/tfstate"
