@@ -119,8 +119,8 @@ func infraRollbackSection(ctx context.Context, db bun.IDB, run *models.Run, xs [
 	switch {
 	case held > 0:
 		sec.Tone = "bad"
-		sec.Note = fmt.Sprintf("%s failed and %s for an operator: Gantry never retries a rollback on its own. The run holds the merge lock until an operator retries it or marks it resolved.",
-			plural(held, "rollback", "rollbacks"), plural(held, "waits", "wait"))
+		sec.Note = plural(held, "rollback failed and waits", "rollbacks failed and wait") +
+			" for an operator: Gantry never retries a rollback on its own. The run holds the merge lock until an operator retries it or marks it resolved."
 	case running > 0:
 		sec.Note = "Gantry is destroying the resources of providers this run's deployments introduced, each unit after those that depended on it, through the same plan, vote and apply. The run holds the merge lock until they end."
 	default:
