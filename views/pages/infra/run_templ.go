@@ -309,7 +309,7 @@ func Run(v RunView) templ.Component {
 				}
 			}
 			if len(v.Deleted) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<h2>Deleted units</h2><p class=\"muted\">The pull request removed these units; Gantry does not destroy what they managed.</p><ul class=\"mono\" data-testid=\"deleted-units\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<h2>Deleted units</h2><p class=\"muted\">The pull request removed these units. Gantry does not destroy what they managed, except the resources of providers a deployment by Gantry introduced there: those are rolled back (below).</p><ul class=\"mono\" data-testid=\"deleted-units\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
