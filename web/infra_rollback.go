@@ -14,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
+	approvalsview "github.com/gantryhq/gantry/views/pages/approvals"
 	infraview "github.com/gantryhq/gantry/views/pages/infra"
 )
 
@@ -65,6 +66,7 @@ func infraRollbackView(x *models.Execution, rb models.Rollback, of string, user 
 		v.RemainingNote = "What is left is unknown: look at the unit's state."
 	}
 	if rb.Resolved() {
+		v.State.Text += " · resolved"
 		v.Resolved = fmt.Sprintf("Marked resolved by %s at %s UTC", rb.ResolvedBy, clock(*rb.ResolvedAt))
 		if rb.ResolvedReason != "" {
 			v.Resolved += ": " + rb.ResolvedReason
@@ -241,4 +243,12 @@ func (s *infraHandlers) apiResolveRollback(choice string) echo.HandlerFunc {
 		}
 		return s.apiGetExecution(c)
 	}
+}
+
+// markRollbackLink marks a voting link's page on a rollback execution as
+// such.
+func markRollbackLink(v *approvalsview.LinkView, x *models.Execution) {
+	v.Label, v.Title = "Infrastructure rollback vote", "Roll back "+x.CfgPath
+	v.Consequence = "Approving applies exactly the destroy plan above: the resources of new providers it lists are destroyed. " +
+		"Rejecting fails this rollback, which then waits for an operator."
 }
