@@ -100,6 +100,7 @@ type infraRunAnswerJSON struct {
 // outputs and votes: in a run, and in the approvals listing (client.Execution).
 type infraExecutionJSON struct {
 	ExecutionID       string     `json:"execution_id"`
+	IsRollback        bool       `json:"is_rollback"` // the seed's: it destroys new provider resources
 	RunID             int64      `json:"run_id"`
 	CfgPath           string     `json:"cfg_path"`
 	CfgDeps           []string   `json:"cfg_deps"`
@@ -228,7 +229,7 @@ func infraRunsOf(runs []models.Run) []infraRunJSON {
 
 func infraExecutionOf(x *models.Execution) infraExecutionJSON {
 	return infraExecutionJSON{
-		ExecutionID: x.ExecutionID, RunID: x.RunID, CfgPath: x.CfgPath, CfgDeps: x.CfgDeps,
+		ExecutionID: x.ExecutionID, IsRollback: x.RollbackOf != nil, RunID: x.RunID, CfgPath: x.CfgPath, CfgDeps: x.CfgDeps,
 		AccountName: x.AccountName, AccountPath: x.AccountPath, AccountDeps: x.AccountDeps,
 		InitCommand: x.InitCommand, PlanCommand: x.PlanCommand, ApplyCommand: x.ApplyCommand,
 		PlanRoleARN: x.PlanRoleARN, ApplyRoleARN: x.ApplyRoleARN,

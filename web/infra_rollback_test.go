@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/auth"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/models"
 )
@@ -100,6 +101,16 @@ func TestRollbackPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Equal(t, "user:olivia@example.com", entries[0].Actor)
+
+	opToken := b.token(t, b.user(t, "bot@example.com", models.RoleOperator), auth.ScopeRead, auth.ScopeWrite)
+	api, body := b.call(t, http.MethodGet, "/api/v1/infra/executions/"+back.ExecutionID, opToken, "")
+	require.Equal(t, http.StatusOK, api.StatusCode)
+	require.Equal(t, true, body["is_rollback"], "the seed's is_rollback")
+	api, body = b.call(t, http.MethodGet, "/api/v1/infra/executions/"+vpc.ExecutionID, opToken, "")
+	require.Equal(t, http.StatusOK, api.StatusCode)
+	require.Equal(t, false, body["is_rollback"])
+	api, _ = b.call(t, http.MethodPost, "/api/v1/infra/executions/"+back.ExecutionID+"/rollback-retry", opToken, `{"reason":"again"}`)
+	require.Equal(t, http.StatusConflict, api.StatusCode, "resolved already")
 
 	res, _ = op.post(t, backPath+"/rollback-retry", url.Values{"_csrf": {csrf}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
