@@ -71,7 +71,7 @@ func TestInfrastructureRollback(t *testing.T) {
 	require.Contains(t, back.Text, "ROLLBACK")
 	require.Contains(t, back.Text, "filer_file.counted[1]")
 	open(t, anon, link.FindString(back.Text), http.StatusOK)
-	require.NoError(t, expect.Locator(anon.Locator("body")).ToContainText("Roll back " + infratest.VPC))
+	require.NoError(t, expect.Locator(anon.Locator("body")).ToContainText("Roll back "+infratest.VPC))
 	require.NoError(t, expect.Locator(anon.Locator("body")).ToContainText("3 to destroy"))
 	saveScreenshot(t, anon, "infra-rollback-vote")
 	require.NoError(t, anon.GetByTestId("vote-approve").Click())
@@ -110,7 +110,7 @@ func TestInfrastructureRollback(t *testing.T) {
 	saveScreenshot(t, page, "infra-rollback-held-run")
 
 	require.NoError(t, page.GetByTestId("rollback-link").Click())
-	require.NoError(t, expect.Locator(page.Locator("h1")).ToContainText("Rollback of " + infratest.VPC))
+	require.NoError(t, expect.Locator(page.Locator("h1")).ToContainText("Rollback of "+infratest.VPC))
 	saveScreenshot(t, page, "infra-rollback-execution")
 	page.OnDialog(func(d playwright.Dialog) { _ = d.Accept() })
 	require.NoError(t, page.GetByTestId("rollback-reason").Fill("removed the file by hand"))
