@@ -270,3 +270,29 @@ func TestRollback_revertedUnitFromTheLastCommitWhereItExisted(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, standing)
 }
+
+// A run whose downstream execution the voters reject rolls back too: vpc's
+// new provider resources are destroyed once rds is rejected, and ec2 below
+// it aborted.
+func TestRollback_rejectedExecutionRollsTheRunBack(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	files := filerUnit(p, infratest.VPC, out, false)
+	files[infratest.RDS+"/main.tf"] = b.repo.Resource(infratest.RDS, "rds", `"rds v2 in ${data.terraform_remote_state.vpc.outputs.id}"`, infratest.VPC)
+	_, run := b.merge(t, b.repo.OpenPR(45, files))
+	b.approve(t, run, infratest.VPC)
+	b.WaitExecution(t, run.ID, infratest.RDS, models.ExecRunning, models.StepVoting)
+	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: b.mustExecution(t, run.ID, infratest.RDS).ExecutionID,
+		Voter: ada, Decision: "reject", Comment: "not now", Via: "api"})
+	require.NoError(t, err)
+	b.WaitExecution(t, run.ID, infratest.RDS, models.ExecFailed, models.StepVoting)
+	require.Equal(t, models.ExecAborted, b.executions(t, run.ID)[infratest.EC2])
+
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	b.WaitRun(t, run.ID, models.RunFailed)
+	for _, f := range filerPaths {
+		require.NoFileExists(t, filepath.Join(out, f))
+	}
+	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
+}
