@@ -116,3 +116,15 @@ func NewResourcesOf(ctx context.Context, db bun.IDB, ids []int64) (map[int64]New
 	}
 	return out, nil
 }
+
+// RunRollingBack reports whether a run is rolling back: one of its
+// rollbacks runs, or failed and waits for an operator.
+func RunRollingBack(ctx context.Context, db bun.IDB, runID int64) (bool, error) {
+	n, err := db.NewSelect().Model((*Execution)(nil)).Where("x.run_id = ?", runID).Where("x.rollback_of IS NOT NULL").
+		Where("x.status = ? OR (x.status = ? AND NOT EXISTS (SELECT 1 FROM execution_rollbacks AS rb WHERE rb.execution_id = x.id AND rb.resolved_at IS NOT NULL))",
+			ExecRunning, ExecFailed).Count(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading whether run %d rolls back: %w", runID, err)
+	}
+	return n > 0, nil
+}

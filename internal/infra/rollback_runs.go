@@ -130,7 +130,8 @@ func (s *Service) startRollbacks(ctx context.Context, tx jobs.Tx, run *models.Ru
 			return err
 		}
 	}
-	return nil
+	// The open pull requests' merge-lock status says the run rolls back.
+	return tx.Enqueue(ctx, jobs.RefreshMergeLockArgs{Repository: run.Repository}, nil)
 }
 
 // insertRollback records the rollback rb of x in run, logs it and posts
@@ -483,4 +484,18 @@ func targets(plan []string) []string {
 		}
 	}
 	return out
+}
+
+// rollbackLockStatus says so in the merge-lock status of the pull requests
+// kept waiting while the lock's run rolls back.
+func rollbackLockStatus(ctx context.Context, db bun.IDB, lock *models.MergeLock, st *github.Status) error {
+	rolling, err := models.RunRollingBack(ctx, db, lock.RunID)
+	if err != nil || !rolling {
+		return err
+	}
+	st.Description = fmt.Sprintf("locked by run %d: it rolls back resources of new providers", lock.RunID)
+	if lock.PRNumber != 0 {
+		st.Description = fmt.Sprintf("locked by #%d: its deployment is rolling back", lock.PRNumber)
+	}
+	return nil
 }

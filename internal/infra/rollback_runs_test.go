@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/mail/mailtest"
@@ -169,7 +170,10 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	out := t.TempDir()
 	files := filerUnit(p, infratest.VPC, out, true)
 	files[infratest.RDS+"/main.tf"] = failingRDS(b)
-	sha, run := b.merge(t, b.repo.OpenPR(42, files))
+	pr := b.repo.OpenPR(42, files)
+	other := b.repo.OpenPR(46, map[string]string{"README.md": "# infrastructure, reworded\n"})
+	b.Deliver(t, "pull_request", b.repo.Event(other, "opened", ""))
+	sha, run := b.merge(t, pr)
 	b.approve(t, run, infratest.VPC)
 	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
 	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
@@ -189,6 +193,8 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Contains(t, entries[0].Detail["remaining"], "filer_file.single")
 
+	locked := b.WaitStatus(t, other.Head, github.ContextMergeLock, "failure")
+	require.Equal(t, "locked by #42: its deployment is rolling back", locked.Description, "pull requests learn why they wait")
 	held := b.WaitRun(t, run.ID, models.RunRunning)
 	require.Equal(t, models.RunRunning, held.Status, "the run waits for an operator")
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
