@@ -541,6 +541,7 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 	}
 	if v.Rollback != nil {
 		v.Unit = "Rollback of " + x.CfgPath
+		markRollbackFields(v.Fields, v.Rollback)
 	}
 	infraVoteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))

@@ -252,3 +252,13 @@ func markRollbackLink(v *approvalsview.LinkView, x *models.Execution) {
 	v.Consequence = "Approving applies exactly the destroy plan above: the resources of new providers it lists are destroyed. " +
 		"Rejecting fails this rollback, which then waits for an operator."
 }
+
+// markRollbackFields shows, on a rollback execution's page, the commit it
+// runs from: a deleted unit's is older than its run's merge.
+func markRollbackFields(fields []infraview.Field, r *infraview.Rollback) {
+	for i := range fields {
+		if fields[i].TestID == "field-commit" {
+			fields[i].Value = r.Commit
+		}
+	}
+}
