@@ -102,7 +102,7 @@ func infraRollbackSection(ctx context.Context, db bun.IDB, run *models.Run, xs [
 		idOf[x.ID] = x.ExecutionID
 	}
 	sec := &infraview.RollbackSection{}
-	held, running := 0, 0
+	held, running, resolved := 0, 0, 0
 	for i := range rollbacks {
 		x := &rollbacks[i]
 		of := idOf[*x.RollbackOf]
@@ -112,6 +112,9 @@ func infraRollbackSection(ctx context.Context, db bun.IDB, run *models.Run, xs [
 		v := infraRollbackView(x, rbs[x.ID], of, user)
 		if v.Held {
 			held++
+		}
+		if v.Resolved != "" {
+			resolved++
 		}
 		if !x.Ended() {
 			running++
@@ -125,8 +128,11 @@ func infraRollbackSection(ctx context.Context, db bun.IDB, run *models.Run, xs [
 			" for an operator: Gantry never retries a rollback on its own. The run holds the merge lock until an operator retries it or marks it resolved."
 	case running > 0:
 		sec.Note = "Gantry is destroying the resources of providers this run's deployments introduced, each unit after those that depended on it, through the same plan, vote and apply. The run holds the merge lock until they end."
+	case resolved > 0:
+		sec.Note = plural(resolved, "rollback failed and was", "rollbacks failed and were") +
+			" marked resolved by an operator: what they left in the state is listed below; the other resources of new providers were destroyed."
 	default:
-		sec.Note = "The resources of new providers were rolled back (or an operator resolved what was left)."
+		sec.Note = "The resources of new providers this run's deployments introduced were destroyed."
 	}
 	return sec, nil
 }

@@ -90,6 +90,9 @@ func TestRollbackPages(t *testing.T) {
 	require.Contains(t, page, "Marked resolved by user:olivia@example.com")
 	require.Contains(t, page, "deleted the file by hand")
 	require.NotContains(t, page, `data-testid="rollback-form"`)
+	_, page, _ = op.get(t, runPath)
+	require.Contains(t, section(t, page, "rollback-note"), "1 rollback failed and was marked resolved by an operator")
+	require.Contains(t, section(t, page, "run-rollback"), "failed · resolved")
 
 	ended, err := models.RunByID(ctx, db, run.ID)
 	require.NoError(t, err)
