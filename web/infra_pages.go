@@ -289,6 +289,9 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 	if v.Rollback, err = infraRollbackSection(ctx, db, run, xs, principalOf(c).User); err != nil { // infra_rollback.go
 		return err
 	}
+	if lock != nil && lock.RunID == run.ID && !run.Ended() {
+		v.Lock.Why = append(v.Lock.Why, heldRollbacksWhy(v.Rollback)...)
+	}
 	for i := range xs {
 		if xs[i].Status == models.ExecRunning && xs[i].Step == models.StepInterrupted {
 			v.Interrupted = append(v.Interrupted, infraInterruptedView(&xs[i], principalOf(c).User))

@@ -268,3 +268,19 @@ func markRollbackFields(fields []infraview.Field, r *infraview.Rollback) {
 		}
 	}
 }
+
+// heldRollbacksWhy lists, among what holds a run's merge lock, its failed
+// rollbacks waiting for an operator.
+func heldRollbacksWhy(sec *infraview.RollbackSection) []infraview.LockWhy {
+	if sec == nil {
+		return nil
+	}
+	var out []infraview.LockWhy
+	for _, r := range sec.Rollbacks {
+		if r.Held {
+			out = append(out, infraview.LockWhy{Unit: "rollback of " + r.Unit, URL: r.URL, Step: "failed", Tone: "bad",
+				Text: "The rollback failed and Gantry will not retry it on its own: an operator retries it or marks it resolved on its page."})
+		}
+	}
+	return out
+}

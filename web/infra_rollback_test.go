@@ -64,6 +64,9 @@ func TestRollbackPages(t *testing.T) {
 	require.Contains(t, sec, `data-testid="rollback-held-note"`)
 	require.NotContains(t, sec, `data-testid="rollback-form"`)
 	require.NotContains(t, section(t, page, "run-graph"), back.ExecutionID, "rollbacks are not in the run's graph and table")
+	why := section(t, page, "lock-why")
+	require.Contains(t, why, "rollback of live/prod/vpc")
+	require.Contains(t, why, "an operator retries it or marks it resolved")
 
 	_, page, csrf := viewer.get(t, backPath)
 	require.Contains(t, page, "Rollback of live/prod/vpc")
