@@ -289,7 +289,11 @@ func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, infraExecutionDetailOf(x, run, votes))
+	out := infraExecutionDetailOf(x, run, votes)
+	if err := withNewResources(ctx, s.DB.Bun, x, &out); err != nil { // infra_rollback.go
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // apiVote records the caller's vote on an execution's plan.

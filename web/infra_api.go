@@ -144,6 +144,10 @@ type infraExecutionDetailJSON struct {
 	PlanOutput      string          `json:"plan_output"`
 	ApplyOutput     string          `json:"apply_output"`
 	RunURL          string          `json:"run_url"`
+	// The seed's new_providers and new_resources: what the apply
+	// introduced to the unit, which a rollback destroys ([] when nothing).
+	NewProviders []string `json:"new_providers"`
+	NewResources []string `json:"new_resources"`
 }
 
 // infraVoteJSON is one vote as cast (client.Vote).
@@ -256,6 +260,7 @@ func infraExecutionDetailOf(x *models.Execution, run *models.Run, v infra.Execut
 		PRID:               run.PRNumber, CommitID: run.MergeCommit, BaseRef: run.BaseRef, HeadRef: run.HeadRef,
 		ApprovalVoters: nonNilSlice(v.Approvers), RejectionVoters: nonNilSlice(v.Rejecters), Votes: []infraVoteJSON{},
 		PlanOutput: x.PlanOutput, ApplyOutput: x.ApplyOutput, RunURL: "/api/v1/infra/runs/" + strconv.FormatInt(x.RunID, 10),
+		NewProviders: []string{}, NewResources: []string{},
 	}
 	if v.Approval != nil {
 		out.ApprovalState = v.Approval.State

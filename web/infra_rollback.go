@@ -284,3 +284,16 @@ func heldRollbacksWhy(sec *infraview.RollbackSection) []infraview.LockWhy {
 	}
 	return out
 }
+
+// withNewResources adds to an execution's API record the seed's
+// new_providers and new_resources its apply recorded.
+func withNewResources(ctx context.Context, db bun.IDB, x *models.Execution, out *infraExecutionDetailJSON) error {
+	recs, err := models.NewResourcesOf(ctx, db, []int64{x.ID})
+	if err != nil {
+		return err
+	}
+	if rec, ok := recs[x.ID]; ok {
+		out.NewProviders, out.NewResources = nonNilSlice(rec.Providers), nonNilSlice(rec.Addresses)
+	}
+	return nil
+}

@@ -115,6 +115,8 @@ func TestRollbackPages(t *testing.T) {
 	api, body = b.call(t, http.MethodGet, "/api/v1/infra/executions/"+vpc.ExecutionID, opToken, "")
 	require.Equal(t, http.StatusOK, api.StatusCode)
 	require.Equal(t, false, body["is_rollback"])
+	require.Equal(t, []any{"registry.terraform.io/gantryhq/filer"}, body["new_providers"], "the seed's new_providers")
+	require.Len(t, body["new_resources"], 2, "the seed's new_resources: full addresses")
 	api, _ = b.call(t, http.MethodPost, "/api/v1/infra/executions/"+back.ExecutionID+"/rollback-retry", opToken, `{"reason":"again"}`)
 	require.Equal(t, http.StatusConflict, api.StatusCode, "resolved already")
 
