@@ -136,6 +136,14 @@ func TestRollback_failedRunDestroysNewProviderResources(t *testing.T) {
 	require.NotNil(t, lock)
 	require.Equal(t, run.ID, lock.RunID, "the merge lock stays held")
 
+	// /approvals and the vote pages describe it as a rollback.
+	sum, ok, err := b.Infra.Approvals.Describe(b.ctx, infra.ExecutionSubject(rb.ExecutionID))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "Infrastructure rollback vote", sum.Label)
+	require.Equal(t, "Roll back "+infratest.VPC, sum.Title)
+	require.Contains(t, sum.Text, "5 to destroy")
+
 	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
 	b.waitRollback(t, run.ID, infratest.VPC, models.ExecSucceeded, models.StepApplying)
 	ended := b.WaitRun(t, run.ID, models.RunFailed)
