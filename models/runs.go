@@ -267,6 +267,9 @@ type Execution struct {
 	PlanStartedAt     *time.Time
 	ApplyStartedAt    *time.Time
 	FinishedAt        *time.Time
+	// RollbackOf marks a rollback execution: the execution whose new
+	// provider resources it destroys (models/infra_rollback_runs.go).
+	RollbackOf *int64
 }
 
 // Ended reports whether the execution is over.

@@ -59,6 +59,9 @@ func InfraArea(svc *infra.Service) Area {
 			for _, choice := range infraInterruptedChoices {
 				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.resolveInterruptedForm(choice.Choice), operator)
 			}
+			for _, choice := range infraRollbackChoices {
+				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.resolveRollbackForm(choice.Choice), operator)
+			}
 			r.Page(http.MethodGet, "/infra/plans/:id", s.planPage, viewer)
 			r.Page(http.MethodGet, "/infra/plans/:id/output", s.planOutputTail, viewer)
 			r.Page(http.MethodGet, "/infra/:repo/pulls/:number", s.pullRequestPage, viewer)
@@ -75,6 +78,9 @@ func InfraArea(svc *infra.Service) Area {
 			r.API(http.MethodPost, "/infra/executions/:execution_id/votes", s.apiVote, approver, auth.ScopeVote)
 			for _, choice := range infraInterruptedChoices {
 				r.API(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.apiResolveInterrupted(choice.Choice), operator, auth.ScopeWrite)
+			}
+			for _, choice := range infraRollbackChoices {
+				r.API(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.apiResolveRollback(choice.Choice), operator, auth.ScopeWrite)
 			}
 
 			r.VotePage(infra.ExecutionKind, s.executionLinkView)
@@ -283,7 +289,11 @@ func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, infraExecutionDetailOf(x, run, votes))
+	out := infraExecutionDetailOf(x, run, votes)
+	if err := withNewResources(ctx, s.DB.Bun, x, &out); err != nil { // infra_rollback.go
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // apiVote records the caller's vote on an execution's plan.

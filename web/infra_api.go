@@ -100,6 +100,7 @@ type infraRunAnswerJSON struct {
 // outputs and votes: in a run, and in the approvals listing (client.Execution).
 type infraExecutionJSON struct {
 	ExecutionID       string     `json:"execution_id"`
+	IsRollback        bool       `json:"is_rollback"` // the seed's: it destroys new provider resources
 	RunID             int64      `json:"run_id"`
 	CfgPath           string     `json:"cfg_path"`
 	CfgDeps           []string   `json:"cfg_deps"`
@@ -143,6 +144,10 @@ type infraExecutionDetailJSON struct {
 	PlanOutput      string          `json:"plan_output"`
 	ApplyOutput     string          `json:"apply_output"`
 	RunURL          string          `json:"run_url"`
+	// The seed's new_providers and new_resources: what the apply
+	// introduced to the unit, which a rollback destroys ([] when nothing).
+	NewProviders []string `json:"new_providers"`
+	NewResources []string `json:"new_resources"`
 }
 
 // infraVoteJSON is one vote as cast (client.Vote).
@@ -228,7 +233,7 @@ func infraRunsOf(runs []models.Run) []infraRunJSON {
 
 func infraExecutionOf(x *models.Execution) infraExecutionJSON {
 	return infraExecutionJSON{
-		ExecutionID: x.ExecutionID, RunID: x.RunID, CfgPath: x.CfgPath, CfgDeps: x.CfgDeps,
+		ExecutionID: x.ExecutionID, IsRollback: x.RollbackOf != nil, RunID: x.RunID, CfgPath: x.CfgPath, CfgDeps: x.CfgDeps,
 		AccountName: x.AccountName, AccountPath: x.AccountPath, AccountDeps: x.AccountDeps,
 		InitCommand: x.InitCommand, PlanCommand: x.PlanCommand, ApplyCommand: x.ApplyCommand,
 		PlanRoleARN: x.PlanRoleARN, ApplyRoleARN: x.ApplyRoleARN,
@@ -255,6 +260,7 @@ func infraExecutionDetailOf(x *models.Execution, run *models.Run, v infra.Execut
 		PRID:               run.PRNumber, CommitID: run.MergeCommit, BaseRef: run.BaseRef, HeadRef: run.HeadRef,
 		ApprovalVoters: nonNilSlice(v.Approvers), RejectionVoters: nonNilSlice(v.Rejecters), Votes: []infraVoteJSON{},
 		PlanOutput: x.PlanOutput, ApplyOutput: x.ApplyOutput, RunURL: "/api/v1/infra/runs/" + strconv.FormatInt(x.RunID, 10),
+		NewProviders: []string{}, NewResources: []string{},
 	}
 	if v.Approval != nil {
 		out.ApprovalState = v.Approval.State

@@ -38,7 +38,7 @@ func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string,
 	pr := "#" + strconv.Itoa(run.PRNumber)
 	link := infraview.VoteLink{
 		Repository: run.Repository, PR: pr, PRTitle: run.PRTitle, MergeCommit: run.MergeCommit,
-		Unit: x.CfgPath, Account: x.AccountName, ExecutionID: x.ExecutionID, Deps: infraDepsOf(x, siblings),
+		Unit: x.CfgPath, Account: x.AccountName, ExecutionID: x.ExecutionID, Deps: infraExecutionDeps(x, siblings),
 		Summary: infra.PlanSummary(x.PlanOutput), Changes: infraPlanChangeGroups(infra.PlanChanges(x.PlanOutput)),
 		Plan: x.PlanOutput,
 	}
@@ -52,6 +52,9 @@ func (s *infraHandlers) executionLinkView(ctx context.Context, id, voter string,
 		Open:        votesOf.Open,
 		Consequence: "Approving applies exactly the plan above; rejecting fails this execution and aborts what depends on it.",
 		URL:         pageurl.Execution(x.ExecutionID), URLText: "See this execution in Gantry →",
+	}
+	if x.RollbackOf != nil {
+		markRollbackLink(&v, x) // infra_rollback.go
 	}
 	switch {
 	case v.Open && !(approval.Policy{Voters: x.Voters}).IsVoter(voter):

@@ -286,13 +286,21 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 	if principalOf(c).User.Role.Includes(models.RoleOperator) && (run.Status == models.RunQueued || run.Status == models.RunRunning) {
 		v.AbortURL = pageurl.Run(run.ID) + "/abort"
 	}
-	if len(xs) > 0 {
+	if v.Rollback, err = infraRollbackSection(ctx, db, run, xs, principalOf(c).User); err != nil { // infra_rollback.go
+		return err
+	}
+	if lock != nil && lock.RunID == run.ID && !run.Ended() {
+		v.Lock.Why = append(v.Lock.Why, heldRollbacksWhy(v.Rollback)...)
+	}
+	for i := range xs {
+		if xs[i].Status == models.ExecRunning && xs[i].Step == models.StepInterrupted {
+			v.Interrupted = append(v.Interrupted, infraInterruptedView(&xs[i], principalOf(c).User))
+		}
+	}
+	if xs, _ = splitRollbacks(xs); len(xs) > 0 { // rollbacks are in their own section
 		v.Graph = infraRunGraph(xs)
 		for i := range xs {
 			v.Executions = append(v.Executions, infraExecRow(&xs[i]))
-			if xs[i].Status == models.ExecRunning && xs[i].Step == models.StepInterrupted {
-				v.Interrupted = append(v.Interrupted, infraInterruptedView(&xs[i], principalOf(c).User))
-			}
 		}
 	}
 	return s.render(c, http.StatusOK, infraview.Run(v))
@@ -411,6 +419,9 @@ func infraLockWhy(run *models.Run, xs []models.Execution, beats map[int64]models
 			continue
 		}
 		w := infraview.LockWhy{Unit: x.CfgPath, URL: pageurl.Execution(x.ExecutionID), Step: x.Step, Tone: "warn"}
+		if x.RollbackOf != nil {
+			w.Unit = "rollback of " + x.CfgPath
+		}
 		switch x.Step {
 		case models.StepInterrupted:
 			w.Tone, w.Text = "bad", "The apply was interrupted (its worker stopped) and the state is unknown: an operator chooses on its page — mark it failed or applied, or plan it again."
@@ -527,7 +538,7 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 		ExecutionID: x.ExecutionID, Unit: x.CfgPath, Account: x.AccountName, Repository: run.Repository,
 		RunURL: pageurl.Run(run.ID), RunTitle: infraRunTitle(run.ID), PR: infraRunPR(run), PRURL: infraRunPRURL(run),
 		State: infraExecState(x), Summary: infra.PlanSummary(x.PlanOutput), Waiting: x.Status == models.ExecWaiting, Error: x.Error,
-		Fields: infraExecutionFields(x, run, votes, siblings), Deps: infraDepsOf(x, siblings),
+		Fields: infraExecutionFields(x, run, votes, siblings), Deps: infraExecutionDeps(x, siblings),
 		Plan: infraExecutionOutput(x, models.StepPlanning), Apply: infraExecutionOutput(x, models.StepApplying),
 		Votes: infraVotesView(x, votes),
 		Log:   logRows(entries), LogURL: "/log?" + url.Values{"target": {infra.ExecutionTarget(x.ExecutionID)}}.Encode(),
@@ -535,6 +546,13 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 	if x.Status == models.ExecRunning && x.Step == models.StepInterrupted {
 		interrupted := infraInterruptedView(x, principalOf(c).User)
 		v.Interrupted = &interrupted
+	}
+	if v.Rollback, v.NewResources, err = infraExecutionRollbackParts(ctx, db, x, siblings, principalOf(c).User); err != nil { // infra_rollback.go
+		return err
+	}
+	if v.Rollback != nil {
+		v.Unit = "Rollback of " + x.CfgPath
+		markRollbackFields(v.Fields, v.Rollback)
 	}
 	infraVoteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))

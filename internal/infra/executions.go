@@ -35,8 +35,12 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	}
 	defer os.RemoveAll(ws)
 	planFile := filepath.Join(ws, "plan.tfplan")
+	commit, err := executionCommit(ctx, db, x, run) // a rollback's may be older (rollback_runs.go)
+	if err != nil {
+		return err
+	}
 	res, runErr := s.run(ctx, ws, unitCommand{
-		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
+		RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
 		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepPlanning))
 	if retryable(ctx, runErr) {
@@ -141,6 +145,11 @@ func (s *Service) finish(ctx context.Context, tx jobs.Tx, run *models.Run, x *mo
 	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), event, actor, detail); err != nil {
 		return err
 	}
+	if x.RollbackOf != nil {
+		if err := s.rollbackEnded(ctx, tx, run, x, succeeded, actor); err != nil {
+			return err
+		}
+	}
 	return s.advance(ctx, tx, run, actor)
 }
 
@@ -202,8 +211,12 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		return err
 	}
 	started := time.Now()
+	commit, err := executionCommit(ctx, s.Queue.DB(), x, run) // a rollback's may be older (rollback_runs.go)
+	if err != nil {
+		return err
+	}
 	res, runErr := s.run(ctx, ws, unitCommand{
-		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
+		RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
 		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
 	}, s.outputSink(x.ID, models.StepApplying))
 	if retryable(ctx, runErr) {
@@ -219,7 +232,12 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	var created *models.NewResources // rollback.go
-	if runErr == nil && res.Success() {
+	var left []string                // rollback_runs.go: what a failed rollback left
+	var leftUnknown string
+	switch {
+	case x.RollbackOf != nil && !(runErr == nil && res.Success()):
+		left, leftUnknown = s.rollbackLeft(ctx, ws, x, repo, commit)
+	case x.RollbackOf == nil && runErr == nil && res.Success():
 		created = s.newResources(ctx, ws, x, run, repo, planFile)
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
@@ -232,10 +250,17 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		}
 		x.ApplyExitCode = res.mainExit()
 		if runErr != nil || !res.Success() {
+			if x.RollbackOf != nil {
+				if err := recordRollbackLeft(ctx, tx, x.ID, left, leftUnknown); err != nil {
+					return err
+				}
+			}
 			return s.finish(ctx, tx, run, x, false, failure("apply", res, runErr), "gantry")
 		}
-		if err := s.recordNewResources(ctx, tx, run, x, created); err != nil {
-			return err
+		if created != nil {
+			if err := s.recordNewResources(ctx, tx, run, x, created); err != nil {
+				return err
+			}
 		}
 		return s.finish(ctx, tx, run, x, true, "", "gantry")
 	})

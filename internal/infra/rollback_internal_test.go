@@ -27,3 +27,17 @@ func TestShowCommand(t *testing.T) {
 		require.Equal(t, c.show, show)
 	}
 }
+
+// A rollback's plan is the unit's plan with -destroy and one -target per
+// address appended: after the terragrunt preset's `--`, where Terragrunt
+// passes them to terraform; the template itself is left as it was.
+func TestDestroyPlan(t *testing.T) {
+	addresses := []string{`module.net["east"].filer_file.subnet["a"]`, `filer_file.counted[1]`}
+	tg := []string{"terragrunt", "run", "--working-dir", "{dir}", "--non-interactive", "--", "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out={plan_file}"}
+	got := destroyPlan(tg, addresses)
+	require.Equal(t, append(append([]string{}, tg...), "-destroy",
+		`-target=module.net["east"].filer_file.subnet["a"]`, `-target=filer_file.counted[1]`), got)
+	require.Len(t, tg, 11, "the template is not changed")
+	require.Equal(t, addresses, targets(got))
+	require.Equal(t, "rollback-7-c8c5-prod-vpc-729", RollbackExecutionID("run-7-c8c5-prod-vpc-729"))
+}

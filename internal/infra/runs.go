@@ -73,6 +73,13 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 	if scanErr != nil && !isConfigError(scanErr) && !errors.Is(scanErr, errScan) {
 		return scanErr // git or the database: River retries
 	}
+	var reverted []deletedRollback // rollback_runs.go: deleted units' standing new provider resources
+	if scanErr == nil {
+		reverted, scanErr = s.deletedUnitRollbacks(ctx, repo, run, found.deleted)
+	}
+	if scanErr != nil && !errors.Is(scanErr, errScan) && !isConfigError(scanErr) {
+		return scanErr
+	}
 	base := run.BaseCommit                      // what the scan compared the merge with
 	merge, head := run.MergeCommit, run.HeadSHA // a reconcile run's are the trunk's head, found by the scan
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
@@ -104,6 +111,9 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 		}
 		failUnreadable(xs, found.unreadable, s.now())
 		if err := models.InsertExecutions(ctx, tx, xs); err != nil {
+			return err
+		}
+		if err := s.insertDeletedRollbacks(ctx, tx, repo, run, reverted); err != nil {
 			return err
 		}
 		run.Status = models.RunRunning
@@ -385,12 +395,13 @@ func (s *Service) advance(ctx context.Context, tx jobs.Tx, run *models.Run, acto
 	if err != nil {
 		return err
 	}
-	states := make([]infrarun.State, len(xs))
+	states, err := engineStates(ctx, tx, run.ID, xs) // rollback_runs.go
+	if err != nil {
+		return err
+	}
 	byID := make(map[int64]*models.Execution, len(xs))
 	for i := range xs {
-		x := &xs[i]
-		byID[x.ID] = x
-		states[i] = infrarun.State{ID: x.ID, CfgPath: x.CfgPath, Account: x.AccountName, CfgDeps: x.CfgDeps, AccountDeps: x.AccountDeps, Status: x.Status}
+		byID[xs[i].ID] = &xs[i]
 	}
 	step := infrarun.Next(states)
 	now := s.now()
@@ -416,6 +427,18 @@ func (s *Service) advance(ctx context.Context, tx jobs.Tx, run *models.Run, acto
 		if err := tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID}, nil); err != nil {
 			return err
 		}
+	}
+	if len(step.RollBack) > 0 { // the run failed: roll back its new providers' resources
+		if run.Error == "" {
+			run.Error = failedSummary(xs)
+		}
+		if err := models.UpdateRun(ctx, tx, run, "error"); err != nil {
+			return err
+		}
+		if err := s.startRollbacks(ctx, tx, run, byID, step.RollBack, actor); err != nil {
+			return err
+		}
+		return s.advance(ctx, tx, run, actor)
 	}
 	if step.Done {
 		if !step.Succeeded && run.Error == "" {

@@ -120,7 +120,11 @@ func (s *Service) statusToSend(ctx context.Context, a jobs.PostStatusArgs) (gith
 		if err != nil {
 			return github.Status{}, false, err
 		}
-		return s.mergeLockStatus(lock, a.PRNumber), true, nil
+		st := s.mergeLockStatus(lock, a.PRNumber)
+		if st.State == github.StateFailure {
+			err = rollbackLockStatus(ctx, db, lock, &st) // rollback_runs.go
+		}
+		return st, err == nil, err
 	}
 	return github.Status{State: github.State(a.State), Context: a.Context, Description: a.Description, TargetURL: a.TargetURL}, true, nil
 }

@@ -135,6 +135,9 @@ func (k executionKind) Describe(ctx context.Context, db bun.IDB, ids []string) (
 			Rejected: "the execution failed and what depends on it is aborted.",
 			Mail:     voteRequest(run, x),
 		}
+		if x.RollbackOf != nil {
+			out[x.ExecutionID] = rollbackSummary(out[x.ExecutionID], run, x) // rollback_runs.go
+		}
 	}
 	return out, nil
 }

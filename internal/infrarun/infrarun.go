@@ -152,6 +152,15 @@ type State struct {
 	CfgDeps     []string
 	AccountDeps []string
 	Status      string
+	// NewResources is set on an execution whose apply recorded resources
+	// of new providers: a failed run rolls it back.
+	NewResources bool
+	// RollbackOf marks a rollback execution (0: not one): the execution
+	// whose new provider resources it destroys. A rollback carries the
+	// cfg_deps and account_deps of that execution.
+	RollbackOf int64
+	// Resolved is set on a failed rollback an operator marked resolved.
+	Resolved bool
 }
 
 // Step is what to do now.
@@ -159,14 +168,119 @@ type Step struct {
 	Start []int64 // waiting executions whose dependencies all succeeded
 	Abort []int64 // waiting executions with a failed or aborted dependency, however far up
 	Done  bool    // nothing waits or runs (after Start and Abort)
-	// Succeeded is set with Done when every execution succeeded.
+	// Succeeded is set with Done when every execution succeeded (a failed
+	// rollback marked resolved counts as done, not as succeeded).
 	Succeeded bool
+	// RollBack are the executions to make rollbacks of now: the run's
+	// executions ended, not all succeeded, and these recorded new
+	// provider resources and have no rollback yet.
+	RollBack []int64
+	// Held are failed rollbacks that wait for an operator (retry or mark
+	// resolved): they are never retried on their own, and the rollbacks
+	// waiting for them wait too.
+	Held []int64
 }
 
 // Next decides what follows the executions' current states. An execution
 // waits on the executions of its cfg_deps and on every execution of the
-// accounts in its account_deps.
+// accounts in its account_deps. Rollbacks begin once the other executions
+// have all ended, in reverse order: a rollback waits for the rollbacks of
+// the executions that waited on the one it rolls back.
 func Next(states []State) Step {
+	var forward, rollbacks []State
+	for _, s := range states {
+		if s.RollbackOf != 0 {
+			rollbacks = append(rollbacks, s)
+		} else {
+			forward = append(forward, s)
+		}
+	}
+	step := next(forward)
+	if !step.Done {
+		return step
+	}
+	if !step.Succeeded {
+		made := make(map[int64]bool, len(rollbacks))
+		for _, r := range rollbacks {
+			made[r.RollbackOf] = true
+		}
+		for _, s := range forward {
+			if s.NewResources && !made[s.ID] {
+				step.RollBack = append(step.RollBack, s.ID)
+			}
+		}
+		if len(step.RollBack) > 0 {
+			step.Done = false
+			return step
+		}
+	}
+	back := nextRollbacks(rollbacks)
+	step.Start, step.Held = back.Start, back.Held
+	step.Done = back.Done
+	step.Succeeded = step.Succeeded && back.Succeeded
+	if !step.Done {
+		step.Succeeded = false
+	}
+	return step
+}
+
+// nextRollbacks is Next for the rollbacks alone, once the other
+// executions have ended.
+func nextRollbacks(rollbacks []State) Step {
+	// r waits on the rollbacks of the executions that depended on the one
+	// r rolls back: the dependencies, reversed. Rollbacks of one unit
+	// (several runs' resources) go newest first, one at a time.
+	deps := dependencies(rollbacks)
+	waitsOn := make(map[int64][]int64, len(rollbacks))
+	for _, r := range rollbacks {
+		for _, d := range deps[r.ID] {
+			waitsOn[d] = append(waitsOn[d], r.ID)
+		}
+		for _, o := range rollbacks {
+			if o.ID != r.ID && o.CfgPath == r.CfgPath && o.RollbackOf > r.RollbackOf {
+				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
+			}
+		}
+	}
+	byID := make(map[int64]State, len(rollbacks))
+	for _, r := range rollbacks {
+		byID[r.ID] = r
+	}
+	done := func(r State) bool {
+		return r.Status == Succeeded || r.Status == Aborted || (r.Status == Failed && r.Resolved)
+	}
+	step := Step{Done: true, Succeeded: true}
+	for _, r := range rollbacks {
+		switch {
+		case r.Status == Waiting:
+			step.Done = false
+			ready := true
+			for _, w := range waitsOn[r.ID] {
+				if !done(byID[w]) {
+					ready = false
+					break
+				}
+			}
+			if ready {
+				step.Start = append(step.Start, r.ID)
+			}
+		case r.Status == Running:
+			step.Done = false
+		case r.Status == Failed && !r.Resolved:
+			step.Done = false
+			step.Held = append(step.Held, r.ID)
+		case r.Status != Succeeded:
+			step.Succeeded = false
+		}
+	}
+	if !step.Done {
+		step.Succeeded = false
+	}
+	return step
+}
+
+// next is Next for the executions that are not rollbacks.
+func next(states []State) Step {
 	status := make(map[int64]string, len(states))
 	for _, s := range states {
 		status[s.ID] = s.Status

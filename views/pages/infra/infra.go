@@ -247,6 +247,9 @@ type RunView struct {
 	// Interrupted are its executions whose apply was interrupted: the run
 	// waits for an operator's choice on each.
 	Interrupted []Interrupted
+	// Rollback is set when the run rolls back resources of new providers
+	// (rollback.go).
+	Rollback *RollbackSection
 }
 
 // Interrupted is an execution whose apply was interrupted and whose
@@ -334,6 +337,10 @@ type ExecutionView struct {
 	// Interrupted is set while its apply is interrupted and waits for an
 	// operator.
 	Interrupted *Interrupted
+	// Rollback is set on a rollback execution; NewResources on one whose
+	// apply introduced providers (rollback.go).
+	Rollback     *Rollback
+	NewResources *NewResources
 }
 
 // PlanRow is one unit's plan on a pull request's page.
