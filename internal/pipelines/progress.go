@@ -55,10 +55,14 @@ func (s *Service) Progress(ctx context.Context, pipeline string, complete func(c
 	return ctx.Err()
 }
 
-// round is one pass of the seed's loop for every revision in flight:
-// compute the frontier and the doable steps, and start each doable step's
-// work (its record and its job, in one transaction). The steps themselves
-// run in their own jobs, as the seed's "Handles and threads" asks.
+// round is the seed's loop for every revision in flight, in one
+// transaction: compute the frontier and the doable steps; write the
+// doable bookkeeping steps (markers: doing them is writing them) to the
+// log at once and compute again, until only steps that do work are
+// doable; then start each of those (its record and its `do` job). The
+// steps that do work run in their own jobs, as the seed's "Handles and
+// threads" asks; a marker in a job of its own would cost a River fetch,
+// a transaction and a completion to write one row (docs/areas/pipelines.md).
 func (s *Service) round(ctx context.Context, pipeline string) error {
 	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		l, err := s.load(ctx, tx, pipeline)
@@ -80,9 +84,21 @@ func (s *Service) round(ctx context.Context, pipeline string) error {
 			return err
 		}
 		plan := progression.New(l.shape, st.revisions, st.intro)
-		want := make([]models.PipelineStep, len(plan.Doable))
-		for i, w := range plan.Doable {
-			want[i] = models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target}
+		for {
+			wrote, err := s.writeMarkers(ctx, tx, l, st, plan.Doable)
+			if err != nil {
+				return err
+			}
+			if !wrote {
+				break
+			}
+			plan = progression.New(l.shape, st.revisions, st.intro)
+		}
+		var want []models.PipelineStep
+		for _, w := range plan.Doable {
+			if info, _ := l.shape.Info(w.Step); info.Kind != progression.Marker {
+				want = append(want, models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target})
+			}
 		}
 		started, err := models.StartSteps(ctx, tx, want)
 		if err != nil {
@@ -101,6 +117,52 @@ func (s *Service) round(ctx context.Context, pipeline string) error {
 		}
 		return tx.EnqueueMany(ctx, start)
 	})
+}
+
+// writeMarkers does the doable markers: each is recorded done and
+// appended to the log in tx, unless another transaction recorded it
+// first (the same guard as a step's work record: a step is written once
+// however many rounds plan it). st learns what was written, and that the
+// others are under way elsewhere. It reports whether any was doable.
+func (s *Service) writeMarkers(ctx context.Context, tx jobs.Tx, l *loaded, st *progressState, doable []progression.Work) (bool, error) {
+	var want []models.PipelineStep
+	for _, w := range doable {
+		if info, _ := l.shape.Info(w.Step); info.Kind == progression.Marker {
+			want = append(want, models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target})
+		}
+	}
+	if len(want) == 0 {
+		return false, nil
+	}
+	written, err := models.WriteSteps(ctx, tx, slices.Clone(want))
+	if err != nil {
+		return false, err
+	}
+	byID := make(map[int64]*progression.Revision, len(st.revisions))
+	for i := range st.revisions {
+		byID[st.revisions[i].Seq] = &st.revisions[i]
+	}
+	type key struct {
+		rev           int64
+		event, target string
+	}
+	isWritten := make(map[key]bool, len(written))
+	for _, w := range written {
+		isWritten[key{w.RevisionID, w.Event, w.Target}] = true
+	}
+	actor := Actor(l.row.Name)
+	entries := make([]models.LogEntry, 0, len(written))
+	for _, w := range want {
+		r, step := byID[w.RevisionID], progression.Step{Event: w.Event, Target: w.Target}
+		if !isWritten[key{w.RevisionID, w.Event, w.Target}] {
+			r.Running[step] = true
+			continue
+		}
+		r.Done[step] = true
+		entries = append(entries, models.LogEntry{DeploymentID: DeploymentID(l.row.Name, r.Name), TargetID: w.Target,
+			Revision: r.Name, Event: w.Event, Actor: actor})
+	}
+	return true, models.AppendLogs(ctx, tx, entries)
 }
 
 // progressState is what the log and the work records say of revisions, as

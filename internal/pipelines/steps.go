@@ -16,9 +16,10 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// DoStep performs one step of one revision (the seed's do): a marker is
-// written, a build step completes when its artifact is registered, a gate
-// opens its vote, a host step runs its command. Only the attempt that is
+// DoStep performs one step of one revision (the seed's do): a build step
+// completes when its artifact is registered, a gate opens its vote, a
+// host step runs its command. (Rounds write markers themselves; a
+// marker's job is one queued before they did, and writes it.) Only the attempt that is
 // still running may record an outcome, together with its log entry, so a
 // step completes once however often its job runs.
 func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs) error {
