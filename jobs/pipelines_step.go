@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
 // DoPipelineStepArgs performs one step (Event on Target) of one revision,
@@ -39,5 +40,8 @@ func (w *DoPipelineStepWorker) Timeout(*river.Job[DoPipelineStepArgs]) time.Dura
 }
 
 func (w *DoPipelineStepWorker) Work(ctx context.Context, job *river.Job[DoPipelineStepArgs]) error {
-	return w.Pipelines.DoStep(ctx, job.Args)
+	return w.Pipelines.DoStep(ctx, job.Args, func(ctx context.Context, tx Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx.Pgx(), job)
+		return err
+	})
 }

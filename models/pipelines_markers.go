@@ -49,3 +49,22 @@ func AppendLogs(ctx context.Context, tx bun.IDB, es []LogEntry) error {
 	}
 	return nil
 }
+
+// ArtifactsOfRevisions are the artifacts of the revisions, in one read.
+func ArtifactsOfRevisions(ctx context.Context, db bun.IDB, revisionIDs []int64) ([]PipelineArtifact, error) {
+	if len(revisionIDs) == 0 {
+		return nil, nil
+	}
+	var as []PipelineArtifact
+	err := db.NewSelect().Model(&as).Where("revision_id IN (?)", bun.In(revisionIDs)).Scan(ctx)
+	return as, err
+}
+
+// ArtifactOf is a revision's artifact for arch.
+func ArtifactOf(ctx context.Context, db bun.IDB, revisionID int64, arch string) (*PipelineArtifact, error) {
+	a := new(PipelineArtifact)
+	if err := db.NewSelect().Model(a).Where("revision_id = ? AND arch = ?", revisionID, arch).Scan(ctx); err != nil {
+		return nil, notFound(err)
+	}
+	return a, nil
+}

@@ -93,6 +93,7 @@ func benchmarkThroughput(b *testing.B, def gantryfile.Pipeline, jobPrefix string
 	svc := s.Pipelines()
 
 	var steps, jobSteps int
+	var commits int64
 	var elapsed time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -111,6 +112,7 @@ func benchmarkThroughput(b *testing.B, def gantryfile.Pipeline, jobPrefix string
 		require.NoError(b, s.DB.Bun.NewSelect().Model((*models.LogEntry)(nil)).ColumnExpr("coalesce(max(id), 0)").Scan(ctx, &before))
 		client, err := s.App.RiverClient(jobs.ClientOptions{Work: true, Concurrency: workers, SkipPeriodic: true, FetchPollInterval: 50 * time.Millisecond})
 		require.NoError(b, err)
+		first := xactCommits(ctx, b, s)
 		b.StartTimer()
 		start := time.Now()
 		require.NoError(b, client.Start(ctx))
@@ -121,6 +123,7 @@ func benchmarkThroughput(b *testing.B, def gantryfile.Pipeline, jobPrefix string
 		})
 		elapsed += time.Since(start)
 		b.StopTimer()
+		commits += xactCommits(ctx, b, s) - first
 		stop, cancel := context.WithTimeout(ctx, 30*time.Second)
 		require.NoError(b, client.Stop(stop))
 		cancel()
@@ -137,6 +140,7 @@ func benchmarkThroughput(b *testing.B, def gantryfile.Pipeline, jobPrefix string
 	b.ReportMetric(tps, "pgbench_tps")
 	b.ReportMetric(perSecond/tps, "ratio")
 	b.ReportMetric(float64(steps)/float64(b.N), "steps/op")
+	b.ReportMetric(float64(commits)/float64(steps), "commits/step")
 	if jobPrefix != "" {
 		require.Equal(b, b.N*revisions*500, jobSteps, "every job step done once")
 		perSecond := float64(jobSteps) / elapsed.Seconds()
@@ -155,6 +159,16 @@ func countEntries(ctx context.Context, b *testing.B, s *servertest.Server, rev s
 		q = q.Where("starts_with(event, ?)", prefix)
 	}
 	require.NoError(b, q.Scan(ctx, &n))
+	return n
+}
+
+// xactCommits is how many transactions committed on the benchmark's
+// database so far (the statistics of other sessions reach it within a
+// second; River's idle clients commit a few too).
+func xactCommits(ctx context.Context, b *testing.B, s *servertest.Server) int64 {
+	time.Sleep(1100 * time.Millisecond) // backends flush their counts at most once a second
+	var n int64
+	require.NoError(b, s.DB.Pool.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n))
 	return n
 }
 

@@ -229,32 +229,50 @@ func (s *Service) state(ctx context.Context, db bun.IDB, l *loaded, revs []model
 // was registered while their wait was being recorded (the two
 // transactions did not see each other).
 func (s *Service) healArtifacts(ctx context.Context, tx jobs.Tx, l *loaded, st *progressState) error {
+	type waiting struct {
+		step models.PipelineStep
+		arch string
+	}
+	var waits []waiting
+	var ids []int64
 	for _, o := range st.open {
 		info, ok := l.shape.Info(progression.Step{Event: o.Event, Target: o.Target})
-		if !ok || info.Kind != progression.Artifact || o.Status != models.StepRunning {
+		if ok && info.Kind == progression.Artifact && o.Status == models.StepRunning {
+			waits = append(waits, waiting{o, info.Name})
+			ids = append(ids, o.RevisionID)
+		}
+	}
+	if len(waits) == 0 {
+		return nil
+	}
+	as, err := models.ArtifactsOfRevisions(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	type key struct {
+		rev  int64
+		arch string
+	}
+	registered := make(map[key]*models.PipelineArtifact, len(as))
+	for i := range as {
+		registered[key{as[i].RevisionID, as[i].Arch}] = &as[i]
+	}
+	byID := make(map[int64]int, len(st.revisions))
+	for i, r := range st.revisions {
+		byID[r.Seq] = i
+	}
+	for _, w := range waits {
+		a := registered[key{w.step.RevisionID, w.arch}]
+		if a == nil {
 			continue
 		}
-		as, err := models.ArtifactsOf(ctx, tx, o.RevisionID)
-		if err != nil {
+		r := &st.revisions[byID[w.step.RevisionID]]
+		if err := s.complete(ctx, tx, l, st.byName[r.Name], &w.step, a.RegisteredBy, map[string]any{"location": a.Location}, ""); err != nil {
 			return err
 		}
-		i := slices.IndexFunc(as, func(a models.PipelineArtifact) bool { return a.Arch == info.Name })
-		if i < 0 {
-			continue
-		}
-		rev, err := models.RevisionByID(ctx, tx, o.RevisionID)
-		if err != nil {
-			return err
-		}
-		o := o
-		if err := s.complete(ctx, tx, l, rev, &o, as[i].RegisteredBy, map[string]any{"location": as[i].Location}, ""); err != nil {
-			return err
-		}
-		if j := slices.IndexFunc(st.revisions, func(r progression.Revision) bool { return r.Seq == o.RevisionID }); j >= 0 {
-			step := progression.Step{Event: o.Event, Target: o.Target}
-			delete(st.revisions[j].Running, step)
-			st.revisions[j].Done[step] = true
-		}
+		step := progression.Step{Event: w.step.Event, Target: w.step.Target}
+		delete(r.Running, step)
+		r.Done[step] = true
 	}
 	return nil
 }
