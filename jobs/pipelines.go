@@ -19,9 +19,8 @@ type Pipelines interface {
 	// the job completed in the transaction that finds nothing left unread.
 	Progress(ctx context.Context, pipeline string, complete func(ctx context.Context, tx Tx) error) error
 	// DoStep performs one step of one revision and appends its completion
-	// (or its failure) in the transaction that records its state;
-	// complete, when set, marks the job completed in that transaction.
-	DoStep(ctx context.Context, args DoPipelineStepArgs, complete func(ctx context.Context, tx Tx) error) error
+	// (or its failure) in the transaction that records its state.
+	DoStep(ctx context.Context, args DoPipelineStepArgs) error
 	// Sweep wakes the progression of every pipeline with revisions in
 	// flight, in case a wake-up was lost.
 	Sweep(ctx context.Context) error

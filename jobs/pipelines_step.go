@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
 // DoPipelineStepArgs performs one step (Event on Target) of one revision,
@@ -40,8 +39,5 @@ func (w *DoPipelineStepWorker) Timeout(*river.Job[DoPipelineStepArgs]) time.Dura
 }
 
 func (w *DoPipelineStepWorker) Work(ctx context.Context, job *river.Job[DoPipelineStepArgs]) error {
-	return w.Pipelines.DoStep(ctx, job.Args, func(ctx context.Context, tx Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx.Pgx(), job)
-		return err
-	})
+	return w.Pipelines.DoStep(ctx, job.Args)
 }

@@ -141,7 +141,7 @@ func TestAWorkerKilledMidStepNeverCompletesItTwice(t *testing.T) {
 
 	rev, err := models.RevisionByName(b.ctx, b.DB.Bun, "one", "v1")
 	require.NoError(t, err)
-	require.NoError(t, b.svc.DoStep(b.ctx, jobs.DoPipelineStepArgs{RevisionID: rev.ID, Event: deployed, Target: host, Attempt: 1}, nil))
+	require.NoError(t, b.svc.DoStep(b.ctx, jobs.DoPipelineStepArgs{RevisionID: rev.ID, Event: deployed, Target: host, Attempt: 1}))
 	require.Equal(t, 2, b.count(t, "start"), "a job delivered again after the step completed runs nothing")
 }
 

@@ -152,13 +152,13 @@ func (k gateKind) Describe(ctx context.Context, db bun.IDB, ids []string) (map[s
 
 // openGate opens the gate's vote and asks each voter, once: a job run
 // again finds the vote open and leaves it.
-func (s *Service) openGate(ctx context.Context, l *loaded, rev *models.PipelineRevision, row *models.PipelineStep, info progression.StepInfo, outcomeTx txRunner) error {
+func (s *Service) openGate(ctx context.Context, l *loaded, rev *models.PipelineRevision, row *models.PipelineStep, info progression.StepInfo) error {
 	st := l.def.Stage(info.Stage)
 	if st == nil || st.Approval == nil {
 		return nil
 	}
 	subject := gateSubject(rev.ID, info.Stage)
-	return outcomeTx(func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		locked, err := models.LockStep(ctx, tx, rev.ID, row.Event, row.Target)
 		if err != nil || locked.Status != models.StepRunning || locked.Attempt != row.Attempt {
 			return err

@@ -21,9 +21,8 @@ import (
 // host step runs its command. (Rounds write markers themselves; a
 // marker's job is one queued before they did, and writes it.) Only the attempt that is
 // still running may record an outcome, together with its log entry, so a
-// step completes once however often its job runs. complete, when set,
-// marks the job completed in the transaction that records the outcome.
-func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs, complete func(ctx context.Context, tx jobs.Tx) error) error {
+// step completes once however often its job runs.
+func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs) error {
 	db := s.Queue.DB()
 	rev, err := models.RevisionByID(ctx, db, args.RevisionID)
 	if errors.Is(err, models.ErrNotFound) {
@@ -49,16 +48,6 @@ func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs, comp
 	if row.Status != models.StepRunning || row.Attempt != args.Attempt {
 		return nil // done, failed, skipped, or retried under a newer attempt
 	}
-	// The step's outcome and its job's completion commit together: one
-	// commit that writes less than two (docs/performance.md).
-	outcomeTx := func(fn func(ctx context.Context, tx jobs.Tx) error) error {
-		return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-			if err := fn(ctx, tx); err != nil || complete == nil {
-				return err
-			}
-			return complete(ctx, tx)
-		})
-	}
 	step := progression.Step{Event: args.Event, Target: args.Target}
 	info, ok := l.shape.Info(step)
 	if !ok {
@@ -67,11 +56,11 @@ func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs, comp
 	actor := Actor(l.row.Name)
 	switch info.Kind {
 	case progression.Marker:
-		return outcomeTx(func(ctx context.Context, tx jobs.Tx) error {
+		return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 			return s.complete(ctx, tx, l, rev, row, actor, nil, "")
 		})
 	case progression.Artifact:
-		return outcomeTx(func(ctx context.Context, tx jobs.Tx) error {
+		return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 			a, err := models.ArtifactOf(ctx, tx, rev.ID, info.Name)
 			if errors.Is(err, models.ErrNotFound) {
 				return nil // RegisterArtifact completes it
@@ -82,21 +71,17 @@ func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs, comp
 			return s.complete(ctx, tx, l, rev, row, a.RegisteredBy, map[string]any{"location": a.Location}, "")
 		})
 	case progression.Gate:
-		return s.openGate(ctx, l, rev, row, info, outcomeTx)
+		return s.openGate(ctx, l, rev, row, info)
 	}
-	return s.runCommand(ctx, l, rev, row, info, outcomeTx)
+	return s.runCommand(ctx, l, rev, row, info)
 }
-
-// txRunner runs fn in a transaction (a step's outcome, with its job's
-// completion when the job asked for it).
-type txRunner func(fn func(ctx context.Context, tx jobs.Tx) error) error
 
 // runCommand runs a host step's command through the shared runner, its
 // output going into the step's record as it comes, and records the
 // outcome. A command that fails or outlives its timeout fails the step
 // (and blocks the revision); a command stopped because this worker is
 // stopping is neither: the job runs again.
-func (s *Service) runCommand(ctx context.Context, l *loaded, rev *models.PipelineRevision, row *models.PipelineStep, info progression.StepInfo, outcomeTx txRunner) error {
+func (s *Service) runCommand(ctx context.Context, l *loaded, rev *models.PipelineRevision, row *models.PipelineStep, info progression.StepInfo) error {
 	stage := l.def.Stage(info.Stage)
 	if stage == nil {
 		return nil
@@ -129,7 +114,7 @@ func (s *Service) runCommand(ctx context.Context, l *loaded, rev *models.Pipelin
 	case runErr != nil && !errors.Is(runErr, runner.ErrInvalidCommand):
 		return runErr // could not start it this time: River tries again
 	}
-	return outcomeTx(func(ctx context.Context, tx jobs.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		switch {
 		case runErr != nil:
 			return s.fail(ctx, tx, l, rev, row, info, runErr.Error(), res.Output)
