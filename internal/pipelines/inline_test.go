@@ -1,12 +1,15 @@
 package pipelines_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantryhq/gantry/internal/gantryfile"
+	"github.com/gantryhq/gantry/internal/progression"
 	"github.com/gantryhq/gantry/models"
 )
 
@@ -126,4 +129,59 @@ func TestInlineStepsAreNeitherLostNorWrittenTwiceWhenARoundFails(t *testing.T) {
 			require.Equal(t, 1, b.count(t, "deployed:"+h+":"+rev))
 		}
 	}
+}
+
+// The engine's properties hold for the steps a round writes itself: in
+// one round that takes three revisions through a pipeline of bookkeeping
+// only, a fan-in stage starts after both stages before it finished, a
+// host group finishes after its hosts, and a stage that is a batch holds
+// one revision at a time (the log's order is the order of the writes).
+func TestInlineStepsKeepFanInAndBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	hosts := gantryfile.HostGroup{Name: "g", Hosts: []string{"h1", "h2", "h3"}}
+	def := gantryfile.Pipeline{Name: "order", Stages: []gantryfile.PipelineStage{
+		{Name: "a", HostGroups: []gantryfile.HostGroup{hosts}},
+		{Name: "b"},
+		{Name: "c", After: []string{"a", "b"}, HostGroups: []gantryfile.HostGroup{hosts}, BatchSpec: &progression.BatchSpec{}},
+	}}
+	raw, err := json.Marshal(def)
+	require.NoError(t, err)
+	shape, err := def.Shape()
+	require.NoError(t, err)
+	require.NoError(t, models.UpsertPipeline(b.ctx, b.DB.Bun, &models.Pipeline{Name: "order", Definition: raw, Events: shape.Events()}))
+	revs := []string{"r1", "r2", "r3"}
+	for _, r := range revs {
+		_, _, err := b.svc.Register(b.ctx, "order", r, "ci")
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.svc.Progress(b.ctx, "order", nil))
+
+	var entries []models.LogEntry
+	require.NoError(t, b.DB.Bun.NewSelect().Model(&entries).Where("starts_with(deployment_id, 'pipeline:order@')").OrderExpr("id").Scan(b.ctx))
+	at := map[string]int{} // "rev event@target" → position in the log
+	for i, e := range entries {
+		at[e.Revision+" "+e.Event+"@"+e.TargetID] = i
+	}
+	pos := func(rev, step string) int {
+		i, ok := at[rev+" "+step]
+		require.True(t, ok, "%s has %s in the log", rev, step)
+		return i
+	}
+	for _, r := range revs {
+		require.Less(t, pos(r, "stage-finished-successfully@order/a"), pos(r, "stage-started@order/c"))
+		require.Less(t, pos(r, "stage-finished-successfully@order/b"), pos(r, "stage-started@order/c"))
+		for _, h := range hosts.Hosts {
+			require.Less(t, pos(r, "host-finished-successfully@order/c/g/"+h), pos(r, "host-group-finished-successfully@order/c/g"))
+		}
+		require.Less(t, pos(r, "stage-finished-successfully@order/c"), pos(r, "pipeline-finished-successfully@order"))
+		rev, err := models.RevisionByName(b.ctx, b.DB.Bun, "order", r)
+		require.NoError(t, err)
+		require.Equal(t, models.RevisionFinished, rev.Status)
+	}
+	for i := 1; i < len(revs); i++ {
+		require.Less(t, pos(revs[i-1], "stage-finished-successfully@order/c"), pos(revs[i], "stage-started@order/c"),
+			"%s enters the batch c after %s left it, oldest first", revs[i], revs[i-1])
+	}
+	require.Len(t, entries, len(revs)*len(b.planSteps(t, "order")), "each step once")
 }
