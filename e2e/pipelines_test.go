@@ -32,7 +32,7 @@ func TestPipelines(t *testing.T) {
           - {name: east, hosts: [beta-e1, beta-e2]}
           - {name: west, hosts: [beta-w1]}
         steps:
-          - {name: deployed, run: [sleep, "1"]}
+          - {name: deployed, run: [sleep, "5"]}
           - {name: tested, run: [test, "{revision}", "!=", "1.1.0-broken"]}
       - name: approval
         after: [beta]
@@ -88,6 +88,8 @@ func TestPipelines(t *testing.T) {
 	status, out = callAPI(t, http.MethodPost, srv.URL+"/api/v1/pipelines/shop/revisions/1.0.0/artifacts", token,
 		map[string]string{"arch": "x86", "location": "s3://builds/shop-1.0.0.tgz"})
 	require.Equal(t, http.StatusCreated, status, "%s", out)
+	// Beta's bookkeeping takes no time: its 5 s deploy is what the page,
+	// which refreshes every 2 s, sees it in.
 	require.NoError(t, expect.Locator(chip("beta", "1.0.0")).ToBeVisible(playwright.LocatorAssertionsToBeVisibleOptions{Timeout: wait.Timeout}))
 	saveScreenshot(t, page, "pipeline-2-in-beta")
 

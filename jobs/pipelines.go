@@ -14,8 +14,9 @@ const QueuePipelines = "pipelines"
 // implements it (declared here to keep jobs free of the areas).
 type Pipelines interface {
 	// Progress runs progression rounds for a pipeline until no append to
-	// its log is left unread: each round computes the doable steps and
-	// enqueues one DoPipelineStep job per step. complete, when set, marks
+	// its log is left unread: each round computes the doable steps,
+	// writes the bookkeeping ones itself and enqueues one DoPipelineStep
+	// job per step that does work. complete, when set, marks
 	// the job completed in the transaction that finds nothing left unread.
 	Progress(ctx context.Context, pipeline string, complete func(ctx context.Context, tx Tx) error) error
 	// DoStep performs one step of one revision and appends its completion

@@ -157,6 +157,12 @@ func TestAGateRejectedBlocksUntilVotedAgain(t *testing.T) {
 	_, _, err := b.svc.Register(b.ctx, "gated", "v1", "ci")
 	require.NoError(t, err)
 	b.WaitStep(t, "gated", "v1", "stage-approved", "gated/approval", "approval")
+	// The mail goes out while the votes are open (a request that finds
+	// them decided sends nothing), so it is awaited before anyone votes.
+	m := b.Mail.Wait(t, servertest.Wait, func(m mailtest.Message) bool {
+		return slices.Contains(m.To, "ada@example.com") && strings.Contains(m.Subject, "gated revision v1 into approval")
+	})
+	require.Contains(t, m.Text, "/approvals/link/", "the voters are asked by mail, with a signed link")
 	vote := func(who, decision string) error {
 		_, _, err := b.svc.Vote(b.ctx, "gated", "v1", "approval", approvals.VoteInput{Voter: who, Decision: decision, Via: approvals.ViaAPI})
 		return err
@@ -173,8 +179,4 @@ func TestAGateRejectedBlocksUntilVotedAgain(t *testing.T) {
 	b.WaitStep(t, "gated", "v1", "stage-approved", "gated/approval", "approval")
 	require.NoError(t, vote("bob@example.com", "approve"))
 	b.WaitRevisionFinished(t, "gated", "v1")
-	m := b.Mail.Wait(t, servertest.Wait, func(m mailtest.Message) bool {
-		return slices.Contains(m.To, "ada@example.com") && strings.Contains(m.Subject, "gated revision v1 into approval")
-	})
-	require.Contains(t, m.Text, "/approvals/link/", "the voters are asked by mail, with a signed link")
 }

@@ -55,10 +55,14 @@ func (s *Service) Progress(ctx context.Context, pipeline string, complete func(c
 	return ctx.Err()
 }
 
-// round is one pass of the seed's loop for every revision in flight:
-// compute the frontier and the doable steps, and start each doable step's
-// work (its record and its job, in one transaction). The steps themselves
-// run in their own jobs, as the seed's "Handles and threads" asks.
+// round is the seed's loop for every revision in flight, in one
+// transaction: compute the frontier and the doable steps; write the
+// doable bookkeeping steps (markers: doing them is writing them) to the
+// log at once and compute again, until only steps that do work are
+// doable; then start each of those (its record and its `do` job). The
+// steps that do work run in their own jobs, as the seed's "Handles and
+// threads" asks; a marker in a job of its own would cost a River fetch,
+// a transaction and a completion to write one row (docs/areas/pipelines.md).
 func (s *Service) round(ctx context.Context, pipeline string) error {
 	return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		l, err := s.load(ctx, tx, pipeline)
@@ -80,9 +84,21 @@ func (s *Service) round(ctx context.Context, pipeline string) error {
 			return err
 		}
 		plan := progression.New(l.shape, st.revisions, st.intro)
-		want := make([]models.PipelineStep, len(plan.Doable))
-		for i, w := range plan.Doable {
-			want[i] = models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target}
+		for {
+			wrote, err := s.writeMarkers(ctx, tx, l, st, plan.Doable)
+			if err != nil {
+				return err
+			}
+			if !wrote {
+				break
+			}
+			plan = progression.New(l.shape, st.revisions, st.intro)
+		}
+		var want []models.PipelineStep
+		for _, w := range plan.Doable {
+			if info, _ := l.shape.Info(w.Step); info.Kind != progression.Marker {
+				want = append(want, models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target})
+			}
 		}
 		started, err := models.StartSteps(ctx, tx, want)
 		if err != nil {
@@ -101,6 +117,52 @@ func (s *Service) round(ctx context.Context, pipeline string) error {
 		}
 		return tx.EnqueueMany(ctx, start)
 	})
+}
+
+// writeMarkers does the doable markers: each is recorded done and
+// appended to the log in tx, unless another transaction recorded it
+// first (the same guard as a step's work record: a step is written once
+// however many rounds plan it). st learns what was written, and that the
+// others are under way elsewhere. It reports whether any was doable.
+func (s *Service) writeMarkers(ctx context.Context, tx jobs.Tx, l *loaded, st *progressState, doable []progression.Work) (bool, error) {
+	var want []models.PipelineStep
+	for _, w := range doable {
+		if info, _ := l.shape.Info(w.Step); info.Kind == progression.Marker {
+			want = append(want, models.PipelineStep{RevisionID: st.byName[w.Revision].ID, Event: w.Step.Event, Target: w.Step.Target})
+		}
+	}
+	if len(want) == 0 {
+		return false, nil
+	}
+	written, err := models.WriteSteps(ctx, tx, slices.Clone(want))
+	if err != nil {
+		return false, err
+	}
+	byID := make(map[int64]*progression.Revision, len(st.revisions))
+	for i := range st.revisions {
+		byID[st.revisions[i].Seq] = &st.revisions[i]
+	}
+	type key struct {
+		rev           int64
+		event, target string
+	}
+	isWritten := make(map[key]bool, len(written))
+	for _, w := range written {
+		isWritten[key{w.RevisionID, w.Event, w.Target}] = true
+	}
+	actor := Actor(l.row.Name)
+	entries := make([]models.LogEntry, 0, len(written))
+	for _, w := range want {
+		r, step := byID[w.RevisionID], progression.Step{Event: w.Event, Target: w.Target}
+		if !isWritten[key{w.RevisionID, w.Event, w.Target}] {
+			r.Running[step] = true
+			continue
+		}
+		r.Done[step] = true
+		entries = append(entries, models.LogEntry{DeploymentID: DeploymentID(l.row.Name, r.Name), TargetID: w.Target,
+			Revision: r.Name, Event: w.Event, Actor: actor})
+	}
+	return true, models.AppendLogs(ctx, tx, entries)
 }
 
 // progressState is what the log and the work records say of revisions, as
@@ -167,32 +229,50 @@ func (s *Service) state(ctx context.Context, db bun.IDB, l *loaded, revs []model
 // was registered while their wait was being recorded (the two
 // transactions did not see each other).
 func (s *Service) healArtifacts(ctx context.Context, tx jobs.Tx, l *loaded, st *progressState) error {
+	type waiting struct {
+		step models.PipelineStep
+		arch string
+	}
+	var waits []waiting
+	var ids []int64
 	for _, o := range st.open {
 		info, ok := l.shape.Info(progression.Step{Event: o.Event, Target: o.Target})
-		if !ok || info.Kind != progression.Artifact || o.Status != models.StepRunning {
+		if ok && info.Kind == progression.Artifact && o.Status == models.StepRunning {
+			waits = append(waits, waiting{o, info.Name})
+			ids = append(ids, o.RevisionID)
+		}
+	}
+	if len(waits) == 0 {
+		return nil
+	}
+	as, err := models.ArtifactsOfRevisions(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	type key struct {
+		rev  int64
+		arch string
+	}
+	registered := make(map[key]*models.PipelineArtifact, len(as))
+	for i := range as {
+		registered[key{as[i].RevisionID, as[i].Arch}] = &as[i]
+	}
+	byID := make(map[int64]int, len(st.revisions))
+	for i, r := range st.revisions {
+		byID[r.Seq] = i
+	}
+	for _, w := range waits {
+		a := registered[key{w.step.RevisionID, w.arch}]
+		if a == nil {
 			continue
 		}
-		as, err := models.ArtifactsOf(ctx, tx, o.RevisionID)
-		if err != nil {
+		r := &st.revisions[byID[w.step.RevisionID]]
+		if err := s.complete(ctx, tx, l, st.byName[r.Name], &w.step, a.RegisteredBy, map[string]any{"location": a.Location}, ""); err != nil {
 			return err
 		}
-		i := slices.IndexFunc(as, func(a models.PipelineArtifact) bool { return a.Arch == info.Name })
-		if i < 0 {
-			continue
-		}
-		rev, err := models.RevisionByID(ctx, tx, o.RevisionID)
-		if err != nil {
-			return err
-		}
-		o := o
-		if err := s.complete(ctx, tx, l, rev, &o, as[i].RegisteredBy, map[string]any{"location": as[i].Location}, ""); err != nil {
-			return err
-		}
-		if j := slices.IndexFunc(st.revisions, func(r progression.Revision) bool { return r.Seq == o.RevisionID }); j >= 0 {
-			step := progression.Step{Event: o.Event, Target: o.Target}
-			delete(st.revisions[j].Running, step)
-			st.revisions[j].Done[step] = true
-		}
+		step := progression.Step{Event: w.step.Event, Target: w.step.Target}
+		delete(r.Running, step)
+		r.Done[step] = true
 	}
 	return nil
 }

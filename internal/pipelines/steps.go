@@ -16,9 +16,10 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// DoStep performs one step of one revision (the seed's do): a marker is
-// written, a build step completes when its artifact is registered, a gate
-// opens its vote, a host step runs its command. Only the attempt that is
+// DoStep performs one step of one revision (the seed's do): a build step
+// completes when its artifact is registered, a gate opens its vote, a
+// host step runs its command. (Rounds write markers themselves; a
+// marker's job is one queued before they did, and writes it.) Only the attempt that is
 // still running may record an outcome, together with its log entry, so a
 // step completes once however often its job runs.
 func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs) error {
@@ -60,14 +61,14 @@ func (s *Service) DoStep(ctx context.Context, args jobs.DoPipelineStepArgs) erro
 		})
 	case progression.Artifact:
 		return s.inTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-			as, err := models.ArtifactsOf(ctx, tx, rev.ID)
+			a, err := models.ArtifactOf(ctx, tx, rev.ID, info.Name)
+			if errors.Is(err, models.ErrNotFound) {
+				return nil // RegisterArtifact completes it
+			}
 			if err != nil {
 				return err
 			}
-			if i := slices.IndexFunc(as, func(a models.PipelineArtifact) bool { return a.Arch == info.Name }); i >= 0 {
-				return s.complete(ctx, tx, l, rev, row, as[i].RegisteredBy, map[string]any{"location": as[i].Location}, "")
-			}
-			return nil // RegisterArtifact completes it
+			return s.complete(ctx, tx, l, rev, row, a.RegisteredBy, map[string]any{"location": a.Location}, "")
 		})
 	case progression.Gate:
 		return s.openGate(ctx, l, rev, row, info)
