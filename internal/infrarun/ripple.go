@@ -1,0 +1,94 @@
+package infrarun
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// Ripple makes the executions a run gains when the apply of its execution
+// at source changed outputs: one per reader (a unit outside the run that
+// reads source's outputs through a dependency block), waiting for source
+// and for the run's other units it depends on (readers' Deps are their
+// dependencies among the run's units and the other readers, as
+// tgraph.DependenciesWithin gives them). Readers already in the run are
+// left out: they wait for source already. ids are the run's execution ids,
+// which the new ones must not repeat. Unplaceable readers (under no
+// account) or executions that would wait on each other forever are an
+// error naming them; nothing is added then.
+func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []string, accounts []Account, rnd *rand.Rand) ([]Spec, error) {
+	inRun := make(map[string]bool, len(run))
+	for _, s := range run {
+		inRun[s.CfgPath] = true
+	}
+	if !inRun[source] {
+		return nil, fmt.Errorf("%s is not a unit of the run", source)
+	}
+	added := map[string]bool{}
+	for _, r := range readers {
+		if !inRun[r.Path] {
+			added[r.Path] = true
+		}
+	}
+	used := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		used[id] = true
+	}
+	var specs []Spec
+	var orphans []string
+	for _, r := range readers {
+		if !added[r.Path] || slices.ContainsFunc(specs, func(s Spec) bool { return s.CfgPath == r.Path }) {
+			continue
+		}
+		acc := accountFor(accounts, r.Path)
+		if acc == nil {
+			orphans = append(orphans, r.Path)
+			continue
+		}
+		id, err := uniqueID(pr, commit, acc.Name, r.Path, rnd, used)
+		if err != nil {
+			return nil, err
+		}
+		deps := []string{source}
+		for _, d := range r.Deps {
+			if (inRun[d] || added[d]) && d != r.Path {
+				deps = append(deps, d)
+			}
+		}
+		slices.Sort(deps)
+		specs = append(specs, Spec{
+			ExecutionID: id, CfgPath: r.Path, CfgDeps: slices.Compact(deps),
+			Account: acc.Name, AccountPath: acc.Path, AccountDeps: slices.Clone(acc.DependsOn),
+		})
+	}
+	if len(orphans) > 0 {
+		return nil, fmt.Errorf("no account's path contains %s: add an account for it in gantry.yaml", strings.Join(orphans, ", "))
+	}
+	// Only waiting executions can wait forever: one that runs or ended
+	// waits for nothing any more.
+	var states []State
+	next := int64(0)
+	for _, s := range run {
+		next = max(next, s.ID+1)
+		if s.Status == Waiting {
+			states = append(states, s)
+		}
+	}
+	for i, s := range specs {
+		states = append(states, State{ID: next + int64(i), CfgPath: s.CfgPath, Account: s.Account, CfgDeps: s.CfgDeps, AccountDeps: s.AccountDeps, Status: Waiting})
+	}
+	if cycle := waitCycle(states); cycle != nil {
+		return nil, fmt.Errorf("adding %s would make units wait on each other forever (directory and account dependencies): %s",
+			strings.Join(paths(specs), ", "), strings.Join(cycle, " -> "))
+	}
+	return specs, nil
+}
+
+func paths(specs []Spec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.CfgPath
+	}
+	return out
+}
