@@ -219,8 +219,9 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	var created *models.NewResources // rollback.go
+	var rippled *rippleFound          // ripple.go
 	if runErr == nil && res.Success() {
-		created = s.newResources(ctx, ws, x, run, repo, planFile)
+		created, rippled = s.afterApply(ctx, ws, x, run, repo, planFile)
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
@@ -235,6 +236,9 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 			return s.finish(ctx, tx, run, x, false, failure("apply", res, runErr), "gantry")
 		}
 		if err := s.recordNewResources(ctx, tx, run, x, created); err != nil {
+			return err
+		}
+		if err := s.ripple(ctx, tx, run, repo, x, rippled); err != nil {
 			return err
 		}
 		return s.finish(ctx, tx, run, x, true, "", "gantry")
