@@ -224,8 +224,16 @@ func (s *infraHandlers) apiGetRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, infraRunDetailJSON{Run: infraRunOf(run), Executions: infraExecutionsOf(xs),
-		HoldsMergeLock: lock != nil && lock.RunID == run.ID})
+	ripples, changes, err := models.RipplesOfRun(ctx, s.DB.Bun, run.ID)
+	if err != nil {
+		return err
+	}
+	out := infraRunDetailJSON{Run: infraRunOf(run), Executions: infraExecutionsOf(xs), HoldsMergeLock: lock != nil && lock.RunID == run.ID}
+	rs := newInfraRipples(xs, ripples, changes)
+	for i := range xs {
+		rs.decorate(&out.Executions[i], &xs[i])
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // apiAbortRun aborts a run that is not over (operators).
@@ -283,7 +291,13 @@ func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, infraExecutionDetailOf(x, run, votes))
+	rs, err := s.ripplesOf(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	out := infraExecutionDetailOf(x, run, votes)
+	rs.decorate(&out.infraExecutionJSON, x)
+	return c.JSON(http.StatusOK, out)
 }
 
 // apiVote records the caller's vote on an execution's plan.

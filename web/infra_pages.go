@@ -286,10 +286,18 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 	if principalOf(c).User.Role.Includes(models.RoleOperator) && (run.Status == models.RunQueued || run.Status == models.RunRunning) {
 		v.AbortURL = pageurl.Run(run.ID) + "/abort"
 	}
+	ripples, changes, err := models.RipplesOfRun(ctx, db, run.ID)
+	if err != nil {
+		return err
+	}
+	rs := newInfraRipples(xs, ripples, changes)
+	v.Ripples = rs.rows(xs)
 	if len(xs) > 0 {
 		v.Graph = infraRunGraph(xs)
 		for i := range xs {
-			v.Executions = append(v.Executions, infraExecRow(&xs[i]))
+			row := infraExecRow(&xs[i])
+			rs.row(&row, &xs[i])
+			v.Executions = append(v.Executions, row)
 			if xs[i].Status == models.ExecRunning && xs[i].Step == models.StepInterrupted {
 				v.Interrupted = append(v.Interrupted, infraInterruptedView(&xs[i], principalOf(c).User))
 			}
@@ -528,6 +536,11 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 		interrupted := infraInterruptedView(x, principalOf(c).User)
 		v.Interrupted = &interrupted
 	}
+	ripples, changes, err := models.RipplesOfRun(ctx, db, run.ID)
+	if err != nil {
+		return err
+	}
+	v.Ripple = newInfraRipples(siblings, ripples, changes).reason(x)
 	infraVoteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))
 }
