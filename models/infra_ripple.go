@@ -11,15 +11,18 @@ import (
 // OutputChanges is what an execution's apply did to its unit's root
 // outputs: the names of those that changed (never their values), the units
 // outside the run that read the unit and were added to the run because of
-// it (Readers), and Error when that could not be worked out.
+// it (Readers), CompareError when the outputs could not be compared (every
+// reader is added then), and Error when the readers could not be worked
+// out (the run fails when it ends).
 type OutputChanges struct {
 	bun.BaseModel `bun:"table:execution_output_changes,alias:oc"`
 
-	ExecutionID int64    `bun:",pk"`
-	Outputs     []string `bun:",array"`
-	Readers     []string `bun:",array"`
-	Error       string
-	RecordedAt  time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	ExecutionID  int64    `bun:",pk"`
+	Outputs      []string `bun:",array"`
+	Readers      []string `bun:",array"`
+	CompareError string
+	Error        string
+	RecordedAt   time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 }
 
 // Ripple says why a run gained an execution: the apply of Source (an
@@ -39,7 +42,7 @@ type Ripple struct {
 func RecordOutputChanges(ctx context.Context, db bun.IDB, c *OutputChanges) error {
 	c.Outputs, c.Readers = nonNil(c.Outputs), nonNil(c.Readers)
 	_, err := db.NewInsert().Model(c).On("CONFLICT (execution_id) DO UPDATE").
-		Set("outputs = EXCLUDED.outputs, readers = EXCLUDED.readers, error = EXCLUDED.error, recorded_at = now()").
+		Set("outputs = EXCLUDED.outputs, readers = EXCLUDED.readers, compare_error = EXCLUDED.compare_error, error = EXCLUDED.error, recorded_at = now()").
 		Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("recording the output changes of execution %d: %w", c.ExecutionID, err)

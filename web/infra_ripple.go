@@ -22,7 +22,10 @@ type infraRippleJSON struct {
 type infraOutputsChangedJSON struct {
 	Outputs []string `json:"outputs"` // names, never values
 	Readers []string `json:"readers"` // the units added to the run because of it
-	Error   string   `json:"error,omitempty"`
+	// CompareError: the outputs could not be compared, every reader was
+	// added; Error: the readers could not be worked out.
+	CompareError string `json:"compare_error,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // infraRipples is a run's ripple reasons and output changes, by execution.
@@ -46,7 +49,7 @@ func (r infraRipples) decorate(out *infraExecutionJSON, x *models.Execution) {
 		out.Ripple = &infraRippleJSON{Source: rp.SourceUnit, SourceExecution: r.ids[rp.SourceID], Outputs: rp.Outputs, Reason: infra.RippleReason(&rp)}
 	}
 	if c, ok := r.changes[x.ID]; ok {
-		out.OutputsChanged = &infraOutputsChangedJSON{Outputs: c.Outputs, Readers: c.Readers, Error: c.Error}
+		out.OutputsChanged = &infraOutputsChangedJSON{Outputs: c.Outputs, Readers: c.Readers, CompareError: c.CompareError, Error: c.Error}
 	}
 }
 
@@ -80,6 +83,9 @@ func (r infraRipples) rows(xs []models.Execution) []infraview.RippleRow {
 			continue
 		}
 		row := infraview.RippleRow{Unit: src.CfgPath, URL: pageurl.Execution(src.ExecutionID), Outputs: strings.Join(c.Outputs, ", "), Error: c.Error}
+		if c.CompareError != "" {
+			row.Outputs = "outputs that could not be compared (" + c.CompareError + ")"
+		}
 		for j := range xs {
 			x := &xs[j]
 			if rp, ok := r.ripples[x.ID]; !ok || rp.SourceID != src.ID {

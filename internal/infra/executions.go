@@ -219,7 +219,7 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	}
 	s.Metrics.command("apply", runErr == nil && res.Success(), time.Since(started))
 	var created *models.NewResources // rollback.go
-	var rippled *rippleFound          // ripple.go
+	var rippled *rippleFound         // ripple.go
 	if runErr == nil && res.Success() {
 		created, rippled = s.afterApply(ctx, ws, x, run, repo, planFile)
 	}

@@ -30,11 +30,14 @@ const (
 )
 
 // rippleFound is what a successful apply did to its unit's outputs, read
-// outside any transaction: the outputs that changed, and when some did,
-// the units that read them with all the units they depend on (ancestors),
-// and the readers whose configuration cannot be read (with why).
+// outside any transaction: the outputs that changed, or why they could not
+// be compared (compareErr); when some changed or it cannot be told, the
+// units that read them with all the units they depend on (ancestors), the
+// readers whose configuration cannot be read (with why), and why the
+// readers could not be worked out (err).
 type rippleFound struct {
 	outputs    []string
+	compareErr error
 	readers    []infrarun.Unit
 	unreadable map[string]string
 	err        error
@@ -43,18 +46,20 @@ type rippleFound struct {
 // afterApply reads, from one `show -json` of the approved plan and one of
 // the new state, what the apply introduced (rollback.go) and which of its
 // unit's outputs it changed, with the units outside the run they ripple to.
+// Outputs that cannot be compared (a custom apply command show -json
+// cannot be derived from, say) are taken as changed: the readers are
+// planned, and those without changes need no votes.
 func (s *Service) afterApply(ctx context.Context, ws string, x *models.Execution, run *models.Run, repo *models.Repository, planFile string) (*models.NewResources, *rippleFound) {
 	plan, state, err := s.showPlanAndState(ctx, ws, x, run, repo, planFile)
 	created := newResourcesOf(x, plan, state, err)
-	found := &rippleFound{err: err}
+	found := &rippleFound{}
 	if err == nil {
-		found.outputs, found.err = tfstate.ChangedOutputs(plan, state)
+		found.outputs, err = tfstate.ChangedOutputs(plan, state)
 	}
-	if found.err != nil {
-		found.err = fmt.Errorf("comparing the outputs before and after the apply: %w", found.err)
-		return created, found
+	if err != nil {
+		found.compareErr = fmt.Errorf("comparing the outputs before and after the apply: %w", err)
 	}
-	if len(found.outputs) > 0 {
+	if len(found.outputs) > 0 || found.compareErr != nil {
 		found.err = s.findReaders(ctx, ws, x, run, repo, found)
 	}
 	return created, found
@@ -146,13 +151,16 @@ func (s *Service) ripple(ctx context.Context, tx jobs.Tx, run *models.Run, repo 
 		return nil
 	}
 	rec := &models.OutputChanges{ExecutionID: x.ID, Outputs: found.outputs}
+	if found.compareErr != nil {
+		rec.CompareError = found.compareErr.Error()
+	}
 	var added []*models.Execution
 	err := found.err
-	if err == nil && len(found.outputs) > 0 {
+	if err == nil && (len(found.outputs) > 0 || found.compareErr != nil) {
 		added, err = s.addRipples(ctx, tx, run, repo, x, found)
 	}
 	if err != nil {
-		rec.Error = fmt.Sprintf("the apply of %s changed outputs, but which units read them could not be worked out: %v", x.CfgPath, err)
+		rec.Error = fmt.Sprintf("the apply of %s changed outputs, or they could not be compared, but which units read them could not be worked out: %v", x.CfgPath, err)
 	}
 	for _, a := range added {
 		rec.Readers = append(rec.Readers, a.CfgPath)
@@ -164,11 +172,14 @@ func (s *Service) ripple(ctx context.Context, tx jobs.Tx, run *models.Run, repo 
 		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRippleFailed, "gantry",
 			map[string]any{"cfg_path": x.CfgPath, "error": rec.Error})
 	}
-	if len(rec.Outputs) == 0 {
+	if len(rec.Outputs) == 0 && rec.CompareError == "" {
 		return nil
 	}
-	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventOutputsChanged, "gantry",
-		map[string]any{"cfg_path": x.CfgPath, "outputs": rec.Outputs, "readers": nonNil(rec.Readers)}); err != nil {
+	detail := map[string]any{"cfg_path": x.CfgPath, "outputs": rec.Outputs, "readers": nonNil(rec.Readers)}
+	if rec.CompareError != "" {
+		detail["compare_error"] = rec.CompareError
+	}
+	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventOutputsChanged, "gantry", detail); err != nil {
 		return err
 	}
 	for _, a := range added {
@@ -213,7 +224,7 @@ func (s *Service) addRipples(ctx context.Context, tx jobs.Tx, run *models.Run, r
 	}
 	reasons := make([]*models.Ripple, len(added))
 	for i, a := range added {
-		reasons[i] = &models.Ripple{ExecutionID: a.ID, SourceID: x.ID, SourceUnit: x.CfgPath, Outputs: found.outputs}
+		reasons[i] = &models.Ripple{ExecutionID: a.ID, SourceID: x.ID, SourceUnit: x.CfgPath, Outputs: nonNil(found.outputs)}
 	}
 	return added, models.InsertRipples(ctx, tx, reasons)
 }
@@ -238,8 +249,11 @@ func (s *Service) failRippled(ctx context.Context, tx jobs.Tx, run *models.Run, 
 // RippleReason says why an execution was added to its run ("" when it was
 // not): "added because <unit>'s outputs <names> changed".
 func RippleReason(r *models.Ripple) string {
-	if r == nil {
+	switch {
+	case r == nil:
 		return ""
+	case len(r.Outputs) == 0:
+		return fmt.Sprintf("added because %s's outputs could not be compared after its apply, so they may have changed", r.SourceUnit)
 	}
 	return fmt.Sprintf("added because %s's outputs %s changed", r.SourceUnit, strings.Join(r.Outputs, ", "))
 }

@@ -22,7 +22,7 @@ const App = "live/prod/app"
 // with `scan: plan`: a run collects only the units whose plan has changes
 // before anything is applied, so a change to vpc alone runs vpc alone —
 // the case where its readers would be left stale.
-func setupRipple(t *testing.T) *bundle {
+func setupRipple(t *testing.T, edits ...func(yaml string) string) *bundle {
 	t.Helper()
 	s := servertest.NewWith(t, servertest.Options{NoWeb: true})
 	repo, _ := infratest.Standard(t)
@@ -36,6 +36,9 @@ func setupRipple(t *testing.T) *bundle {
 	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2, App)
 	yaml := strings.Replace(repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada, grace}, 1, 1),
 		"scan: graph", "scan: plan", 1)
+	for _, edit := range edits {
+		yaml = edit(yaml)
+	}
 	s.Sync(t, yaml)
 	s.StartWorkers(t)
 	return &bundle{Server: s, repo: repo, ctx: t.Context()}
@@ -202,4 +205,39 @@ func TestRipple_failingReaderPlanFailsTheRun(t *testing.T) {
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
 	require.NoError(t, err)
 	require.Nil(t, lock)
+}
+
+// TestRipple_uncomparableOutputsPlanEveryReader: the apply command is
+// wrapped in a shell script, so no show -json can be derived from it and
+// vpc's outputs cannot be compared. They may have changed: both readers
+// are planned (here neither has changes, so neither is voted on) and the
+// run succeeds.
+func TestRipple_uncomparableOutputsPlanEveryReader(t *testing.T) {
+	t.Parallel()
+	b := setupRipple(t, func(yaml string) string {
+		return strings.Replace(yaml, "runner: terraform\n",
+			"runner: terraform\n    commands:\n      apply: [sh, -c, 'exec terraform -chdir=\"$0\" apply -input=false -no-color \"$1\"', '{dir}', '{plan_file}']\n", 1)
+	})
+	p := b.repo.OpenPR(11, map[string]string{
+		infratest.VPC + "/main.tf": b.repo.Resource(infratest.VPC, "vpc", `"vpc-v1"`) +
+			"\nresource \"terraform_data\" \"flow_logs\" {\n  input = \"on\"\n}\n",
+	})
+	_, run := b.merge(t, p)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	b.vote(t, infratest.VPC, "approve")
+	run = b.WaitRun(t, run.ID, models.RunSucceeded)
+	require.Equal(t, map[string]string{infratest.VPC: models.ExecSucceeded, infratest.RDS: models.ExecSucceeded, App: models.ExecSucceeded},
+		b.executions(t, run.ID))
+	for _, unit := range []string{infratest.RDS, App} {
+		x := b.mustExecution(t, run.ID, unit)
+		require.False(t, *x.HasChanges, unit)
+		require.Nil(t, x.ApprovalID, unit)
+	}
+	ripples, changes := b.ripples(t, run.ID)
+	require.Empty(t, ripples[infratest.RDS].Outputs)
+	require.Equal(t, "added because live/prod/vpc's outputs could not be compared after its apply, so they may have changed",
+		infra.RippleReason(ptrTo(ripples[infratest.RDS])))
+	require.Contains(t, changes[infratest.VPC].CompareError, "has no apply subcommand to derive terraform show -json from")
+	require.Empty(t, changes[infratest.VPC].Error)
+	require.Equal(t, []string{App, infratest.RDS}, changes[infratest.VPC].Readers)
 }
