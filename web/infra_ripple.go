@@ -114,7 +114,8 @@ func (r infraRipples) reason(x *models.Execution) *infraview.RippleReason {
 	if !ok {
 		return nil
 	}
-	return &infraview.RippleReason{Text: infra.RippleReason(&rp), SourceURL: pageurl.Execution(r.ids[rp.SourceID])}
+	text := infra.RippleReason(&rp)
+	return &infraview.RippleReason{Text: strings.ToUpper(text[:1]) + text[1:], SourceURL: pageurl.Execution(r.ids[rp.SourceID])}
 }
 
 // ripplesOf reads a run's ripples.

@@ -52,7 +52,7 @@ func TestRipplePagesAndAPI(t *testing.T) {
 	require.Contains(t, table, "checked · no changes")
 
 	_, page, _ = br.get(t, "/infra/executions/run-3-f00d-prod-rds-002")
-	require.Contains(t, section(t, page, "ripple-reason"), reason)
+	require.Contains(t, section(t, page, "ripple-reason"), "Added because live/prod/vpc&#39;s outputs id changed")
 	_, page, _ = br.get(t, "/infra/executions/run-3-f00d-prod-vpc-001")
 	require.NotContains(t, page, `data-testid="ripple-reason"`)
 
