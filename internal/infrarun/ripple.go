@@ -58,13 +58,14 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 		}
 		slices.Sort(deps)
 		specs = append(specs, Spec{
-			ExecutionID: id, CfgPath: r.Path, CfgDeps: slices.Compact(deps),
+			ExecutionID: id, CfgPath: r.Path, CfgDeps: slices.Compact(deps), // reduced below
 			Account: acc.Name, AccountPath: acc.Path, AccountDeps: slices.Clone(acc.DependsOn),
 		})
 	}
 	if len(orphans) > 0 {
 		return nil, fmt.Errorf("no account's path contains %s: add an account for it in gantry.yaml", strings.Join(orphans, ", "))
 	}
+	reduceDeps(specs, run)
 	// Only waiting executions can wait forever: one that runs or ended
 	// waits for nothing any more.
 	var states []State
@@ -91,4 +92,42 @@ func paths(specs []Spec) []string {
 		out[i] = s.CfgPath
 	}
 	return out
+}
+
+// reduceDeps drops from each spec's cfg_deps those another of its deps
+// already waits for, however far up (readers come with every unit they
+// depend on): ec2 waits for rds, not also for the vpc rds waits for.
+func reduceDeps(specs []Spec, run []State) {
+	deps := map[string][]string{}
+	for _, s := range run {
+		deps[s.CfgPath] = s.CfgDeps
+	}
+	for _, s := range specs {
+		deps[s.CfgPath] = s.CfgDeps
+	}
+	reaches := func(from, to string) bool {
+		seen := map[string]bool{}
+		stack := slices.Clone(deps[from])
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if d == to {
+				return true
+			}
+			if !seen[d] {
+				seen[d] = true
+				stack = append(stack, deps[d]...)
+			}
+		}
+		return false
+	}
+	for i := range specs {
+		var kept []string
+		for _, d := range specs[i].CfgDeps {
+			if !slices.ContainsFunc(specs[i].CfgDeps, func(e string) bool { return e != d && reaches(e, d) }) {
+				kept = append(kept, d)
+			}
+		}
+		specs[i].CfgDeps = kept
+	}
 }

@@ -36,8 +36,9 @@ func TestRippleAddsReadersWaitingForTheSource(t *testing.T) {
 	require.Equal(t, []string{"shared"}, rds.AccountDeps)
 	require.Regexp(t, `^run-7-abcd-prod-rds-\d{3}$`, rds.ExecutionID)
 	require.NotEqual(t, "run-7-abcd-prod-rds-001", rds.ExecutionID, "ids are unique within the run")
-	// app also waits for mq (in the run) and rds (added with it).
-	require.Equal(t, []string{"live/prod/mq", "live/prod/rds", "live/prod/vpc"}, app.CfgDeps)
+	// app also waits for mq (in the run) and rds (added with it); vpc it
+	// waits for through rds.
+	require.Equal(t, []string{"live/prod/mq", "live/prod/rds"}, app.CfgDeps)
 
 	// Once added, the engine starts rds (vpc succeeded) and holds app and
 	// the run: it is not over while a ripple waits.
