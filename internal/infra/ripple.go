@@ -32,13 +32,14 @@ const (
 // rippleFound is what a successful apply did to its unit's outputs, read
 // outside any transaction: the outputs that changed, or why they could not
 // be compared (compareErr); when some changed or it cannot be told, the
-// units that read them with all the units they depend on (ancestors), the
-// readers whose configuration cannot be read (with why), and why the
-// readers could not be worked out (err).
+// units that read them with all the units they depend on (ancestors) and
+// all that depend on them (below), the readers whose configuration cannot
+// be read (with why), and why the readers could not be worked out (err).
 type rippleFound struct {
 	outputs    []string
 	compareErr error
 	readers    []infrarun.Unit
+	below      map[string][]string
 	unreadable map[string]string
 	err        error
 }
@@ -72,8 +73,10 @@ func (s *Service) findReaders(ctx context.Context, ws string, x *models.Executio
 	if err != nil {
 		return fmt.Errorf("reading the units at %s: %w", run.MergeCommit, err)
 	}
+	found.below = map[string][]string{}
 	for _, r := range g.OutputReaders(x.CfgPath) {
 		found.readers = append(found.readers, infrarun.Unit{Path: r, Deps: ancestors(g, r)})
+		found.below[r] = descendants(g, r)
 		if errs := g.Unit(r).Errors; len(errs) > 0 {
 			if found.unreadable == nil {
 				found.unreadable = map[string]string{}
@@ -118,8 +121,24 @@ func (s *Service) graphAt(ctx context.Context, ws string, repo *models.Repositor
 // ripple execution waits for those of them in the run, whichever units
 // the run gains meanwhile.
 func ancestors(g *tgraph.Graph, path string) []string {
+	return reach(path, func(p string) []string {
+		if u := g.Unit(p); u != nil {
+			return u.Dependencies
+		}
+		return nil
+	})
+}
+
+// descendants are every unit that depends on path, directly or not,
+// sorted: those of them waiting in the run must wait for path's ripple.
+func descendants(g *tgraph.Graph, path string) []string {
+	return reach(path, g.Dependents)
+}
+
+// reach is every unit next leads to from path, however far, sorted.
+func reach(path string, next func(string) []string) []string {
 	seen := map[string]bool{}
-	stack := slices.Clone(g.Unit(path).Dependencies)
+	stack := next(path)
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -127,9 +146,7 @@ func ancestors(g *tgraph.Graph, path string) []string {
 			continue
 		}
 		seen[d] = true
-		if u := g.Unit(d); u != nil {
-			stack = append(stack, u.Dependencies...)
-		}
+		stack = append(stack, next(d)...)
 	}
 	out := make([]string, 0, len(seen))
 	for d := range seen {
@@ -213,6 +230,18 @@ func (s *Service) addRipples(ctx context.Context, tx jobs.Tx, run *models.Run, r
 	specs, err := infrarun.Ripple(run.PRNumber, run.MergeCommit, x.CfgPath, found.readers, states, ids, engineAccounts(repo.Accounts), newRand())
 	if err != nil || len(specs) == 0 {
 		return nil, err
+	}
+	rewait, err := infrarun.Rewait(states, specs, found.below)
+	if err != nil {
+		return nil, err
+	}
+	for i := range xs {
+		if deps, ok := rewait[xs[i].ID]; ok {
+			xs[i].CfgDeps = deps
+			if err := models.UpdateExecution(ctx, tx, &xs[i], "cfg_deps"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	added := make([]*models.Execution, len(specs))
 	for i, sp := range specs {

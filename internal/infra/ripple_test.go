@@ -241,3 +241,33 @@ func TestRipple_uncomparableOutputsPlanEveryReader(t *testing.T) {
 	require.Empty(t, changes[infratest.VPC].Error)
 	require.Equal(t, []string{App, infratest.RDS}, changes[infratest.VPC].Readers)
 }
+
+// TestRipple_runUnitsWaitForTheReadersAdded: the pull request changes vpc
+// and ec2. The plan scan collects both (rds, between them, has no changes
+// yet), so ec2 waits only for vpc. When vpc's apply brings rds in, ec2
+// waits for rds too, and is planned against rds's new output rather than
+// alongside it.
+func TestRipple_runUnitsWaitForTheReadersAdded(t *testing.T) {
+	t.Parallel()
+	b := setupRipple(t)
+	p := b.repo.OpenPR(13, map[string]string{
+		infratest.VPC + "/main.tf": b.repo.Resource(infratest.VPC, "vpc", `"vpc-v2"`),
+		infratest.EC2 + "/main.tf": b.repo.Resource(infratest.EC2, "ec2", `"ec2 large on ${data.terraform_remote_state.rds.outputs.id}"`, infratest.RDS),
+	})
+	_, run := b.merge(t, p)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Equal(t, []string{infratest.VPC}, b.mustExecution(t, run.ID, infratest.EC2).CfgDeps, "through rds, outside the run")
+	b.vote(t, infratest.VPC, "approve")
+	b.WaitExecution(t, run.ID, infratest.RDS, models.ExecRunning, models.StepVoting)
+	ec2 := b.mustExecution(t, run.ID, infratest.EC2)
+	require.Equal(t, models.ExecWaiting, ec2.Status, "ec2 waits for rds, added to the run")
+	require.Equal(t, []string{infratest.RDS, infratest.VPC}, ec2.CfgDeps)
+	b.vote(t, infratest.RDS, "approve")
+	x := b.WaitExecution(t, run.ID, infratest.EC2, models.ExecRunning, models.StepVoting)
+	require.Contains(t, x.PlanOutput, `"ec2 large on rds in vpc-v2"`)
+	b.vote(t, infratest.EC2, "approve")
+	b.WaitRun(t, run.ID, models.RunSucceeded)
+	require.Equal(t, "ec2 large on rds in vpc-v2", b.repo.Output(infratest.EC2))
+	_, changes := b.ripples(t, run.ID)
+	require.Empty(t, changes[infratest.RDS].Readers, "ec2 was in the run already")
+}

@@ -131,3 +131,43 @@ func reduceDeps(specs []Spec, run []State) {
 		specs[i].CfgDeps = kept
 	}
 }
+
+// Rewait makes the run's waiting executions wait for the units a ripple
+// added that they depend on: below lists, for each added unit, every unit
+// that depends on it however far down. A run unit that reads an added
+// unit (through units outside the run) must be planned after that unit's
+// apply, not alongside it. It returns the new cfg_deps by execution, or an
+// error when they would make executions wait on each other forever.
+func Rewait(run []State, added []Spec, below map[string][]string) (map[int64][]string, error) {
+	out := map[int64][]string{}
+	var states []State
+	for _, s := range run {
+		if s.Status != Waiting {
+			continue
+		}
+		deps := slices.Clone(s.CfgDeps)
+		for _, a := range added {
+			if slices.Contains(below[a.CfgPath], s.CfgPath) && !slices.Contains(deps, a.CfgPath) {
+				deps = append(deps, a.CfgPath)
+			}
+		}
+		if len(deps) > len(s.CfgDeps) {
+			slices.Sort(deps)
+			out[s.ID] = deps
+			s.CfgDeps = deps
+		}
+		states = append(states, s)
+	}
+	next := int64(0)
+	for _, s := range run {
+		next = max(next, s.ID+1)
+	}
+	for i, a := range added {
+		states = append(states, State{ID: next + int64(i), CfgPath: a.CfgPath, Account: a.Account, CfgDeps: a.CfgDeps, AccountDeps: a.AccountDeps, Status: Waiting})
+	}
+	if cycle := waitCycle(states); cycle != nil {
+		return nil, fmt.Errorf("waiting for %s would make units wait on each other forever (directory and account dependencies): %s",
+			strings.Join(paths(added), ", "), strings.Join(cycle, " -> "))
+	}
+	return out, nil
+}

@@ -77,3 +77,29 @@ func TestRippleErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, specs, 1)
 }
+
+// TestRewait: web (in the run, waiting) reads mq through cache, which is
+// outside the run; vpc's ripple adds cache, so web must now wait for it.
+func TestRewait(t *testing.T) {
+	run := append(rippleRun(), State{ID: 4, CfgPath: "live/prod/web", Account: "prod", CfgDeps: []string{"live/prod/vpc"}, AccountDeps: []string{"shared"}, Status: Waiting})
+	added := []Spec{{CfgPath: "live/prod/cache", CfgDeps: []string{"live/prod/vpc"}, Account: "prod", AccountDeps: []string{"shared"}}}
+	below := map[string][]string{"live/prod/cache": {"live/prod/web", "live/prod/vpc-peer"}}
+	deps, err := Rewait(run, added, below)
+	require.NoError(t, err)
+	require.Equal(t, map[int64][]string{4: {"live/prod/cache", "live/prod/vpc"}}, deps)
+
+	// Once it waits for cache, the engine holds web until cache is done.
+	run[3].CfgDeps = deps[4]
+	states := append(run, State{ID: 10, CfgPath: "live/prod/cache", Account: "prod", CfgDeps: added[0].CfgDeps, AccountDeps: added[0].AccountDeps, Status: Waiting})
+	require.ElementsMatch(t, []int64{3, 10}, Next(states).Start)
+
+	// Nothing below: nothing changes.
+	deps, err = Rewait(run, added, nil)
+	require.NoError(t, err)
+	require.Empty(t, deps)
+
+	// A shared unit below a prod ripple, while prod waits for shared.
+	run = append(rippleRun(), State{ID: 4, CfgPath: "live/shared/peer", Account: "shared", Status: Waiting})
+	_, err = Rewait(run, added, map[string][]string{"live/prod/cache": {"live/shared/peer"}})
+	require.ErrorContains(t, err, "would make units wait on each other forever")
+}
