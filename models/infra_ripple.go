@@ -110,3 +110,20 @@ func RippleErrors(ctx context.Context, db bun.IDB, runID int64) ([]string, error
 	}
 	return errs, nil
 }
+
+// RipplesOf are the ripple reasons of the executions among ids, by
+// execution id.
+func RipplesOf(ctx context.Context, db bun.IDB, ids []int64) (map[int64]Ripple, error) {
+	out := map[int64]Ripple{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rs []Ripple
+	if err := db.NewSelect().Model(&rs).Where("execution_id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("reading ripple reasons: %w", err)
+	}
+	for _, r := range rs {
+		out[r.ExecutionID] = r
+	}
+	return out, nil
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
+	"github.com/gantryhq/gantry/internal/mail/mailtest"
 	"github.com/gantryhq/gantry/internal/servertest"
 	"github.com/gantryhq/gantry/models"
 )
@@ -117,6 +118,12 @@ func TestRipple_readersOfChangedOutputsJoinTheRun(t *testing.T) {
 	require.NotNil(t, lock)
 	require.Equal(t, run.ID, lock.RunID)
 
+	// The voters are told why rds, untouched by the pull request, is up
+	// for a vote.
+	m := b.Mail.Wait(t, servertest.Wait, func(m mailtest.Message) bool {
+		return strings.Contains(m.Subject, "Vote on "+infratest.RDS+" ")
+	})
+	require.Contains(t, m.Text, "Why:         added because live/prod/vpc's outputs id changed (the pull request did not touch it)")
 	b.vote(t, infratest.RDS, "approve")
 	ec2 := b.WaitExecution(t, run.ID, infratest.EC2, models.ExecRunning, models.StepVoting)
 	require.Contains(t, ec2.PlanOutput, `"ec2 small on rds in vpc-v2"`)
