@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/playwright-community/playwright-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -114,6 +115,8 @@ func TestInfraOutputsRipple(t *testing.T) {
 	require.NoError(t, page.SetViewportSize(390, 844))
 	open(t, page, runURL, http.StatusOK)
 	saveScreenshot(t, page, "phone-infra-run-ripple")
+	_, err = page.GetByTestId("run-ripples").Screenshot(playwright.LocatorScreenshotOptions{Path: playwright.String("screenshots/phone-infra-run-ripple-panel.png")})
+	require.NoError(t, err)
 	overflow, err := page.Evaluate(`() => document.documentElement.scrollWidth - document.documentElement.clientWidth`)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, overflow, "the run page at 390px wide scrolls sideways by %vpx", overflow)
