@@ -54,6 +54,7 @@ func TestDaemons(t *testing.T) {
 	open(t, page, srv.URL+"/daemons/logs", http.StatusOK)
 	require.NoError(t, expect.Locator(page.Locator(`[data-testid=daemon-deployment][data-state=complete]`)).ToHaveCount(1,
 		playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(browserTimeout)}))
+	require.NoError(t, expect.Locator(page.Locator(`[data-testid=daemon-deployment][data-state=complete]`)).ToContainText("2 of 2 tasks running"))
 	require.NoError(t, expect.Locator(page.GetByTestId("daemon-log")).ToContainText("daemon-task-running"))
 	saveScreenshot(t, page, "daemons-environment")
 

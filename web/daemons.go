@@ -257,6 +257,7 @@ func (s *daemonsHandlers) apiRegisterAgent(c echo.Context) error {
 // assignment's tag, ?wait= how long to hold the request (within the
 // request timeout).
 func (s *daemonsHandlers) apiPollAgent(c echo.Context) error {
+	routineRequest(c)
 	wait := time.Duration(0)
 	if w := c.QueryParam("wait"); w != "" {
 		d, err := time.ParseDuration(w)

@@ -167,20 +167,22 @@ func (s *daemonsHandlers) daemonDeploymentRow(c echo.Context, env string, d *mod
 	}
 	row := daemonview.Deployment{ID: d.ID.String(), URL: daemonEnvURL(env) + "/deployments/" + d.ID.String(), Type: d.Type, State: d.State,
 		StateTone: daemonStateTone(d.State), Version: numbers[d.VersionID], Reason: d.Reason, Created: clock(d.CreatedAt),
-		Batches: plural(d.Batches, "batch", "batches"), Total: len(tasks), Percent: "0", Started: "—", Ended: "—"}
+		Batches: plural(d.Batches, "batch", "batches"), Percent: "0", Started: "—", Ended: "—"}
 	if d.StartedAt != nil {
 		row.Started = clock(*d.StartedAt)
 	}
 	if d.EndedAt != nil {
 		row.Ended = clock(*d.EndedAt)
 	}
+	running := 0
 	for _, t := range tasks {
 		if t.RunningAt != nil {
-			row.Done++
+			running++
 		}
 	}
-	if row.Total > 0 {
-		row.Percent = fmt.Sprint(100 * row.Done / row.Total)
+	row.Progress = fmt.Sprintf("%d of %s running", running, plural(len(tasks), "task", "tasks"))
+	if len(tasks) > 0 {
+		row.Percent = fmt.Sprint(100 * running / len(tasks))
 	} else if d.State == models.DaemonComplete {
 		row.Percent = "100"
 	}

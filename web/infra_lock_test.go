@@ -66,3 +66,29 @@ func TestRunPageSaysWhyTheMergeLockIsHeld(t *testing.T) {
 	_, page, _ = br.get(t, fmt.Sprintf("/infra/runs/%d", run.ID))
 	require.NotContains(t, page, `data-testid="lock-why"`)
 }
+
+// TestQueuedRunNamesAReconcileRunHoldingTheLock: a run reconciling a
+// drifted unit deploys no pull request, so a queued run's page names it as
+// such, never "pull request #0".
+func TestQueuedRunNamesAReconcileRunHoldingTheLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.user(t, vera, models.RoleViewer)
+	br := b.browser(t)
+	br.login(t, vera)
+	ctx := t.Context()
+	b.syncRepositories(t, "live")
+
+	reconcile := &models.Run{Repository: "live", BaseRef: "main", HeadRef: "main", HeadSHA: "a1b2c3d4e5", MergeCommit: "a1b2c3d4e5",
+		Scan: "graph", Status: models.RunRunning}
+	require.NoError(t, models.InsertRun(ctx, b.db.Bun, reconcile))
+	taken, err := models.TakeMergeLock(ctx, b.db.Bun, reconcile)
+	require.NoError(t, err)
+	require.True(t, taken)
+	queued := b.insertRun(t, models.RunQueued)
+
+	_, page, _ := br.get(t, fmt.Sprintf("/infra/runs/%d", queued.ID))
+	lock := section(t, page, "run-lock")
+	require.Contains(t, lock, fmt.Sprintf("run %d (reconciling a drifted unit) holds it since", reconcile.ID))
+	require.NotContains(t, lock, "#0")
+}

@@ -378,20 +378,28 @@ func (s *infraHandlers) abortRunForm(c echo.Context) error {
 	return s.redirectWithFlash(c, pageurl.Run(run.ID), true, fmt.Sprintf("Aborted run %d: the merge lock is released.", run.ID))
 }
 
+// lockHolder names the run holding a merge lock and what it deploys.
+func lockHolder(lock *models.MergeLock) string {
+	if lock.PRNumber == 0 { // a reconcile run: no pull request
+		return fmt.Sprintf("run %d (reconciling a drifted unit)", lock.RunID)
+	}
+	return fmt.Sprintf("run %d (pull request #%d)", lock.RunID, lock.PRNumber)
+}
+
 // infraRunLock says what the repository's merge lock means for this run.
 func infraRunLock(run *models.Run, lock *models.MergeLock) infraview.Lock {
 	l := infraLockView(lock, run.ID)
 	switch {
 	case run.Status == models.RunQueued && lock != nil && lock.RunID != run.ID:
-		l.Note = fmt.Sprintf("This run waits for it: run %d (pull request #%d) holds it since %s UTC, and this one starts when that one ends.", lock.RunID, lock.PRNumber, clock(lock.LockedAt))
+		l.Note = fmt.Sprintf("This run waits for it: %s holds it since %s UTC, and this one starts when that one ends.", lockHolder(lock), clock(lock.LockedAt))
 	case run.Ended() && lock == nil:
 		l.Note = "This run released it when it ended; no deployment is in progress now."
 	case run.Ended():
 		// The badge is about this run, which holds nothing now; the run that
 		// took the lock since is named in the note.
 		l = infraview.Lock{Held: true, Text: "released by this run", Tone: "muted",
-			Note: fmt.Sprintf("This run released it when it ended. Since %s UTC run %d is deploying pull request #%d; other merges wait for it.",
-				clock(lock.LockedAt), lock.RunID, lock.PRNumber)}
+			Note: fmt.Sprintf("This run released it when it ended. Since %s UTC %s holds it; other merges wait for it.",
+				clock(lock.LockedAt), lockHolder(lock))}
 	}
 	return l
 }

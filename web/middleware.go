@@ -202,8 +202,11 @@ func (s *Server) logRequests() echo.MiddlewareFunc {
 		Skipper:     func(c echo.Context) bool { p := c.Request().URL.Path; return p == "/healthz" || p == "/readyz" },
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			level := slog.LevelInfo
-			if v.Status >= 500 {
+			switch {
+			case v.Status >= 500:
 				level = slog.LevelError
+			case v.Status < 400 && c.Get(routineRequestKey) != nil:
+				level = slog.LevelDebug
 			}
 			s.Logger.LogAttrs(c.Request().Context(), level, "request",
 				slog.String("method", v.Method), slog.String("path", loggedPath(v.URIPath)), slog.Int("status", v.Status),
@@ -212,6 +215,13 @@ func (s *Server) logRequests() echo.MiddlewareFunc {
 		},
 	})
 }
+
+// routineRequestKey marks a request a program repeats all day (an agent's
+// long poll): logged at debug when it succeeds, so the log shows what changed.
+const routineRequestKey = "gantry.routine-request"
+
+// routineRequest marks the current request as routine for the request log.
+func routineRequest(c echo.Context) { c.Set(routineRequestKey, true) }
 
 // loggedPath is a request path fit for the log: a voting link's token is a
 // credential (it votes as its voter for days), so it is left out.

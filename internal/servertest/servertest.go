@@ -83,6 +83,8 @@ type Options struct {
 	// NoWeb leaves the web server out: area behaviour tests call the
 	// services (Services).
 	NoWeb bool
+	// Logger receives the server's log (default: discarded, see testLogger).
+	Logger *slog.Logger
 }
 
 // Services is the light harness for an area's behaviour: the application's
@@ -110,7 +112,11 @@ func NewWith(t testing.TB, o Options) *Server {
 	db, err := models.Open(ctx, testdb.NewURL(t), cfg.DBMaxConns)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	s := &Server{DB: db, Logger: testLogger(), Webhook: make(chan map[string]any, 64), env: o.Env}
+	logger := o.Logger
+	if logger == nil {
+		logger = testLogger()
+	}
+	s := &Server{DB: db, Logger: logger, Webhook: make(chan map[string]any, 64), env: o.Env}
 	getenv := testGetenv
 	hook := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		var body map[string]any

@@ -68,7 +68,7 @@ type Deployment struct {
 	ID, URL, Type, State, StateTone, Version, Reason string
 	Created, Started, Ended                          string
 	Batches                                          string // "1 batch", "3 batches"
-	Done, Total                                      int    // tasks of this deployment running / started
+	Progress                                         string // "1 of 3 tasks running"
 	Percent                                          string // the bar's width, "0"–"100"
 }
 
