@@ -172,12 +172,15 @@ func (s *Service) ripple(ctx context.Context, tx jobs.Tx, run *models.Run, repo 
 		rec.CompareError = found.compareErr.Error()
 	}
 	var added []*models.Execution
-	err := found.err
-	if err == nil && (len(found.outputs) > 0 || found.compareErr != nil) {
-		added, err = s.addRipples(ctx, tx, run, repo, x, found)
+	why := found.err
+	if why == nil && (len(found.outputs) > 0 || found.compareErr != nil) {
+		var err error
+		if added, why, err = s.addRipples(ctx, tx, run, repo, x, found); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		rec.Error = fmt.Sprintf("the apply of %s changed outputs, or they could not be compared, but which units read them could not be worked out: %v", x.CfgPath, err)
+	if why != nil {
+		rec.Error = fmt.Sprintf("the apply of %s changed outputs, or they could not be compared, but which units read them could not be worked out: %v", x.CfgPath, why)
 	}
 	for _, a := range added {
 		rec.Readers = append(rec.Readers, a.CfgPath)
@@ -186,8 +189,10 @@ func (s *Service) ripple(ctx context.Context, tx jobs.Tx, run *models.Run, repo 
 		return err
 	}
 	if rec.Error != "" {
-		return s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRippleFailed, "gantry",
-			map[string]any{"cfg_path": x.CfgPath, "error": rec.Error})
+		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRippleFailed, "gantry",
+			map[string]any{"cfg_path": x.CfgPath, "error": rec.Error}); err != nil {
+			return err
+		}
 	}
 	if len(rec.Outputs) == 0 && rec.CompareError == "" {
 		return nil
@@ -212,11 +217,14 @@ func (s *Service) ripple(ctx context.Context, tx jobs.Tx, run *models.Run, repo 
 }
 
 // addRipples inserts the executions of the readers of x's unit that the
-// run does not have yet, with why they were added.
-func (s *Service) addRipples(ctx context.Context, tx jobs.Tx, run *models.Run, repo *models.Repository, x *models.Execution, found *rippleFound) ([]*models.Execution, error) {
+// run does not have yet, with why they were added. why says which readers
+// could not be added (no account's path contains them: the others are), or
+// that none could (they would wait on each other forever); err is the
+// database's.
+func (s *Service) addRipples(ctx context.Context, tx jobs.Tx, run *models.Run, repo *models.Repository, x *models.Execution, found *rippleFound) (added []*models.Execution, why, err error) {
 	xs, err := models.ExecutionsOfRun(ctx, tx, run.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	states := make([]infrarun.State, len(xs))
 	ids := make([]string, len(xs))
@@ -227,35 +235,42 @@ func (s *Service) addRipples(ctx context.Context, tx jobs.Tx, run *models.Run, r
 			states[i].Status = infrarun.Succeeded // recorded just after
 		}
 	}
-	specs, err := infrarun.Ripple(run.PRNumber, run.MergeCommit, x.CfgPath, found.readers, states, ids, engineAccounts(repo.Accounts), newRand())
-	if err != nil || len(specs) == 0 {
-		return nil, err
+	specs, orphans, why := infrarun.Ripple(run.PRNumber, run.MergeCommit, x.CfgPath, found.readers, states, ids, engineAccounts(repo.Accounts), newRand())
+	if why == nil && len(orphans) > 0 {
+		// The others are added all the same; the run fails when it ends.
+		why = fmt.Errorf("no account's path contains %s: add an account for it in gantry.yaml", strings.Join(orphans, ", "))
 	}
-	rewait, err := infrarun.Rewait(states, specs, found.below)
-	if err != nil {
-		return nil, err
+	if len(specs) == 0 {
+		return nil, why, nil
+	}
+	rewait, cycle := infrarun.Rewait(states, specs, found.below)
+	if cycle != nil {
+		return nil, cycle, nil
 	}
 	for i := range xs {
 		if deps, ok := rewait[xs[i].ID]; ok {
 			xs[i].CfgDeps = deps
 			if err := models.UpdateExecution(ctx, tx, &xs[i], "cfg_deps"); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	added := make([]*models.Execution, len(specs))
+	added = make([]*models.Execution, len(specs))
 	for i, sp := range specs {
 		added[i] = newExecution(repo, run.ID, sp)
 	}
 	failUnreadable(added, found.unreadable, s.now())
 	if err := models.InsertExecutions(ctx, tx, added); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reasons := make([]*models.Ripple, len(added))
 	for i, a := range added {
 		reasons[i] = &models.Ripple{ExecutionID: a.ID, SourceID: x.ID, SourceUnit: x.CfgPath, Outputs: nonNil(found.outputs)}
 	}
-	return added, models.InsertRipples(ctx, tx, reasons)
+	if err := models.InsertRipples(ctx, tx, reasons); err != nil {
+		return nil, nil, err
+	}
+	return added, why, nil
 }
 
 // failRippled fails a run that would end successfully when a ripple of it

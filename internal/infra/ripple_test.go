@@ -25,16 +25,33 @@ const App = "live/prod/app"
 // the case where its readers would be left stale.
 func setupRipple(t *testing.T, edits ...func(yaml string) string) *bundle {
 	t.Helper()
+	return setupRippleWith(t, nil, edits...)
+}
+
+// readerHCL is a terragrunt.hcl with a dependency block on vpc.
+const readerHCL = "include \"root\" {\n  path = find_in_parent_folders(\"root.hcl\")\n}\n\ndependency \"vpc\" {\n  config_path = \"../../prod/vpc\"\n}\n"
+
+// setupRippleWith is setupRipple with more units (path → main.tf input),
+// each reading vpc.
+func setupRippleWith(t *testing.T, more map[string]string, edits ...func(yaml string) string) *bundle {
+	t.Helper()
 	s := servertest.NewWith(t, servertest.Options{NoWeb: true})
 	repo, _ := infratest.Standard(t)
-	repo.Write(map[string]string{
-		App + "/terragrunt.hcl": "include \"root\" {\n  path = find_in_parent_folders(\"root.hcl\")\n}\n\ndependency \"vpc\" {\n  config_path = \"../vpc\"\n}\n",
+	files := map[string]string{
+		App + "/terragrunt.hcl": readerHCL,
 		App + "/main.tf": repo.Resource(App, "app",
 			`length(regex("^vpc-v[0-9]$", data.terraform_remote_state.vpc.outputs.id)) > 0 ? "app ok" : "app no"`, infratest.VPC),
-	})
-	repo.Commit("app")
+	}
+	units := []string{infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2, App}
+	for unit, input := range more {
+		files[unit+"/terragrunt.hcl"] = readerHCL
+		files[unit+"/main.tf"] = repo.Resource(unit, "reader", input, infratest.VPC)
+		units = append(units, unit)
+	}
+	repo.Write(files)
+	repo.Commit("readers of vpc")
 	repo.Push(infratest.Trunk)
-	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2, App)
+	repo.Apply(units...)
 	yaml := strings.Replace(repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada, grace}, 1, 1),
 		"scan: graph", "scan: plan", 1)
 	for _, edit := range edits {
@@ -277,4 +294,34 @@ func TestRipple_runUnitsWaitForTheReadersAdded(t *testing.T) {
 	require.Equal(t, "ec2 large on rds in vpc-v2", b.repo.Output(infratest.EC2))
 	_, changes := b.ripples(t, run.ID)
 	require.Empty(t, changes[infratest.RDS].Readers, "ec2 was in the run already")
+}
+
+// TestRipple_readerUnderNoAccount: a unit reading vpc lies under no
+// account, so it cannot join the run; app, which can, still does, and the
+// run fails when it ends, saying which unit was left out and why.
+func TestRipple_readerUnderNoAccount(t *testing.T) {
+	t.Parallel()
+	const peer = "live/dev/peer"
+	b := setupRippleWith(t, map[string]string{peer: `"peer of ${data.terraform_remote_state.vpc.outputs.id}"`})
+	p := b.repo.OpenPR(14, map[string]string{
+		infratest.VPC + "/main.tf": b.repo.Resource(infratest.VPC, "vpc", `"vpc-v3"`),
+		infratest.RDS + "/main.tf": b.repo.Resource(infratest.RDS, "rds", `"rds fixed"`),
+		infratest.EC2 + "/main.tf": b.repo.Resource(infratest.EC2, "ec2", `"ec2 fixed"`),
+	})
+	_, run := b.merge(t, p)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	b.vote(t, infratest.VPC, "approve")
+	for _, unit := range []string{infratest.RDS, infratest.EC2} {
+		b.WaitExecution(t, run.ID, unit, models.ExecRunning, models.StepVoting)
+		b.vote(t, unit, "approve")
+	}
+	run = b.WaitRun(t, run.ID, models.RunFailed)
+	require.Contains(t, run.Error, "no account's path contains live/dev/peer: add an account for it in gantry.yaml")
+	xs := b.executions(t, run.ID)
+	require.Equal(t, models.ExecSucceeded, xs[App], "app joined the run all the same")
+	require.NotContains(t, xs, peer)
+	_, changes := b.ripples(t, run.ID)
+	require.Equal(t, []string{App}, changes[infratest.VPC].Readers)
+	require.Len(t, b.events(t, run, infra.EventRippleFailed), 1)
+	require.Equal(t, "peer of vpc-v1", b.repo.Output(peer), "never applied: an operator must look")
 }

@@ -14,16 +14,17 @@ import (
 // dependencies among the run's units and the other readers, as
 // tgraph.DependenciesWithin gives them). Readers already in the run are
 // left out: they wait for source already. ids are the run's execution ids,
-// which the new ones must not repeat. Unplaceable readers (under no
-// account) or executions that would wait on each other forever are an
-// error naming them; nothing is added then.
-func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []string, accounts []Account, rnd *rand.Rand) ([]Spec, error) {
+// which the new ones must not repeat. Readers under no account cannot be
+// placed: they are returned apart (orphans), the others are added all the
+// same. Executions that would wait on each other forever are an error
+// naming them; nothing is added then.
+func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []string, accounts []Account, rnd *rand.Rand) (specs []Spec, orphans []string, err error) {
 	inRun := make(map[string]bool, len(run))
 	for _, s := range run {
 		inRun[s.CfgPath] = true
 	}
 	if !inRun[source] {
-		return nil, fmt.Errorf("%s is not a unit of the run", source)
+		return nil, nil, fmt.Errorf("%s is not a unit of the run", source)
 	}
 	added := map[string]bool{}
 	for _, r := range readers {
@@ -35,8 +36,6 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 	for _, id := range ids {
 		used[id] = true
 	}
-	var specs []Spec
-	var orphans []string
 	for _, r := range readers {
 		if !added[r.Path] || slices.ContainsFunc(specs, func(s Spec) bool { return s.CfgPath == r.Path }) {
 			continue
@@ -48,7 +47,7 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 		}
 		id, err := uniqueID(pr, commit, acc.Name, r.Path, rnd, used)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		deps := []string{source}
 		for _, d := range r.Deps {
@@ -61,9 +60,6 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 			ExecutionID: id, CfgPath: r.Path, CfgDeps: slices.Compact(deps), // reduced below
 			Account: acc.Name, AccountPath: acc.Path, AccountDeps: slices.Clone(acc.DependsOn),
 		})
-	}
-	if len(orphans) > 0 {
-		return nil, fmt.Errorf("no account's path contains %s: add an account for it in gantry.yaml", strings.Join(orphans, ", "))
 	}
 	reduceDeps(specs, run)
 	// Only waiting executions can wait forever: one that runs or ended
@@ -80,10 +76,10 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 		states = append(states, State{ID: next + int64(i), CfgPath: s.CfgPath, Account: s.Account, CfgDeps: s.CfgDeps, AccountDeps: s.AccountDeps, Status: Waiting})
 	}
 	if cycle := waitCycle(states); cycle != nil {
-		return nil, fmt.Errorf("adding %s would make units wait on each other forever (directory and account dependencies): %s",
+		return nil, orphans, fmt.Errorf("adding %s would make units wait on each other forever (directory and account dependencies): %s",
 			strings.Join(paths(specs), ", "), strings.Join(cycle, " -> "))
 	}
-	return specs, nil
+	return specs, orphans, nil
 }
 
 func paths(specs []Spec) []string {

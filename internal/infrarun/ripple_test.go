@@ -26,8 +26,9 @@ func TestRippleAddsReadersWaitingForTheSource(t *testing.T) {
 		{Path: "live/prod/app", Deps: []string{"live/prod/mq", "live/prod/rds", "live/prod/vpc"}},
 		{Path: "live/prod/mq", Deps: []string{"live/prod/vpc"}}, // already in the run
 	}
-	specs, err := Ripple(7, "abcdef", "live/prod/vpc", readers, rippleRun(), []string{"run-7-abcd-prod-rds-001"}, rippleAccounts, rand.New(rand.NewPCG(1, 1)))
+	specs, orphans, err := Ripple(7, "abcdef", "live/prod/vpc", readers, rippleRun(), []string{"run-7-abcd-prod-rds-001"}, rippleAccounts, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
+	require.Empty(t, orphans)
 	require.Len(t, specs, 2)
 	rds, app := specs[0], specs[1]
 	require.Equal(t, "live/prod/rds", rds.CfgPath)
@@ -52,28 +53,34 @@ func TestRippleAddsReadersWaitingForTheSource(t *testing.T) {
 }
 
 func TestRippleNothingToAdd(t *testing.T) {
-	specs, err := Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/prod/mq"}}, rippleRun(), nil, rippleAccounts, rand.New(rand.NewPCG(1, 1)))
+	specs, _, err := Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/prod/mq"}}, rippleRun(), nil, rippleAccounts, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
 	require.Empty(t, specs)
-	specs, err = Ripple(7, "abcdef", "live/prod/vpc", nil, rippleRun(), nil, rippleAccounts, rand.New(rand.NewPCG(1, 1)))
+	specs, _, err = Ripple(7, "abcdef", "live/prod/vpc", nil, rippleRun(), nil, rippleAccounts, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
 	require.Empty(t, specs)
 }
 
 func TestRippleErrors(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 1))
-	_, err := Ripple(7, "abcdef", "live/prod/nope", nil, rippleRun(), nil, rippleAccounts, rnd)
+	_, _, err := Ripple(7, "abcdef", "live/prod/nope", nil, rippleRun(), nil, rippleAccounts, rnd)
 	require.ErrorContains(t, err, "live/prod/nope is not a unit of the run")
-	_, err = Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/dev/app", Deps: []string{"live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
-	require.ErrorContains(t, err, "no account's path contains live/dev/app")
+
+	// A reader under no account cannot be placed; the others still are.
+	specs, orphans, err := Ripple(7, "abcdef", "live/prod/vpc",
+		[]Unit{{Path: "live/dev/app", Deps: []string{"live/prod/vpc"}}, {Path: "live/prod/rds", Deps: []string{"live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
+	require.NoError(t, err)
+	require.Equal(t, []string{"live/dev/app"}, orphans)
+	require.Len(t, specs, 1)
+	require.Equal(t, "live/prod/rds", specs[0].CfgPath)
 
 	// A reader in shared (which prod depends on) reading a prod unit:
 	// prod's waiting mq would wait for it, and it for mq.
-	_, err = Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/shared/peer", Deps: []string{"live/prod/mq", "live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
+	_, _, err = Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/shared/peer", Deps: []string{"live/prod/mq", "live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
 	require.ErrorContains(t, err, "adding live/shared/peer would make units wait on each other forever")
 
 	// The same reader waiting only for vpc, which succeeded: no cycle.
-	specs, err := Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/shared/peer", Deps: []string{"live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
+	specs, _, err = Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/shared/peer", Deps: []string{"live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
 	require.NoError(t, err)
 	require.Len(t, specs, 1)
 }
