@@ -230,8 +230,16 @@ func (s *infraHandlers) apiGetRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, infraRunDetailJSON{Run: infraRunOf(run), Executions: infraExecutionsOf(xs),
-		HoldsMergeLock: lock != nil && lock.RunID == run.ID})
+	ripples, changes, err := models.RipplesOfRun(ctx, s.DB.Bun, run.ID)
+	if err != nil {
+		return err
+	}
+	out := infraRunDetailJSON{Run: infraRunOf(run), Executions: infraExecutionsOf(xs), HoldsMergeLock: lock != nil && lock.RunID == run.ID}
+	rs := newInfraRipples(xs, ripples, changes)
+	for i := range xs {
+		rs.decorate(&out.Executions[i], &xs[i])
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // apiAbortRun aborts a run that is not over (operators).
@@ -289,7 +297,12 @@ func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	rs, err := s.ripplesOf(ctx, run.ID)
+	if err != nil {
+		return err
+	}
 	out := infraExecutionDetailOf(x, run, votes)
+	rs.decorate(&out.infraExecutionJSON, x)
 	if err := withNewResources(ctx, s.DB.Bun, x, &out); err != nil { // infra_rollback.go
 		return err
 	}

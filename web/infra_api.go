@@ -125,6 +125,10 @@ type infraExecutionJSON struct {
 	StartedAt         *time.Time `json:"started_at,omitempty"`
 	PlanStartedAt     *time.Time `json:"plan_started_at,omitempty"`
 	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+	// Ripple says why the run gained it (a unit it reads changed outputs);
+	// OutputsChanged is what its apply did to its unit's outputs.
+	Ripple         *infraRippleJSON         `json:"ripple,omitempty"`
+	OutputsChanged *infraOutputsChangedJSON `json:"outputs_changed,omitempty"`
 }
 
 // infraExecutionDetailJSON is GET /api/v1/infra/executions/{id}: the

@@ -297,10 +297,18 @@ func (s *infraHandlers) runPage(c echo.Context) error {
 			v.Interrupted = append(v.Interrupted, infraInterruptedView(&xs[i], principalOf(c).User))
 		}
 	}
+	ripples, changes, err := models.RipplesOfRun(ctx, db, run.ID)
+	if err != nil {
+		return err
+	}
 	if xs, _ = splitRollbacks(xs); len(xs) > 0 { // rollbacks are in their own section
+		rs := newInfraRipples(xs, ripples, changes)
+		v.Ripples = rs.rows(xs)
 		v.Graph = infraRunGraph(xs)
 		for i := range xs {
-			v.Executions = append(v.Executions, infraExecRow(&xs[i]))
+			row := infraExecRow(&xs[i])
+			rs.row(&row, &xs[i])
+			v.Executions = append(v.Executions, row)
 		}
 	}
 	return s.render(c, http.StatusOK, infraview.Run(v))
@@ -554,6 +562,11 @@ func (s *infraHandlers) executionPage(c echo.Context) error {
 		v.Unit = "Rollback of " + x.CfgPath
 		markRollbackFields(v.Fields, v.Rollback)
 	}
+	ripples, changes, err := models.RipplesOfRun(ctx, db, run.ID)
+	if err != nil {
+		return err
+	}
+	v.Ripple = newInfraRipples(siblings, ripples, changes).reason(x)
 	infraVoteFormFor(&v.Votes, x, principalOf(c).User, self+"/vote")
 	return s.render(c, http.StatusOK, infraview.Execution(v))
 }

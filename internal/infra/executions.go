@@ -234,11 +234,14 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	var created *models.NewResources // rollback.go
 	var left []string                // rollback_runs.go: what a failed rollback left
 	var leftUnknown string
+	var rippled *rippleFound // ripple.go
 	switch {
 	case x.RollbackOf != nil && !(runErr == nil && res.Success()):
 		left, leftUnknown = s.rollbackLeft(ctx, ws, x, repo, commit)
 	case x.RollbackOf == nil && runErr == nil && res.Success():
-		created = s.newResources(ctx, ws, x, run, repo, planFile)
+		// A rollback's destroy records nothing and ripples nothing: its run
+		// has failed, and its readers were never told of the resources.
+		created, rippled = s.afterApply(ctx, ws, x, run, repo, planFile)
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
@@ -261,6 +264,9 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 			if err := s.recordNewResources(ctx, tx, run, x, created); err != nil {
 				return err
 			}
+		}
+		if err := s.ripple(ctx, tx, run, repo, x, rippled); err != nil {
+			return err
 		}
 		return s.finish(ctx, tx, run, x, true, "", "gantry")
 	})

@@ -20,23 +20,21 @@ import (
 // could not be read (detail: error).
 const EventNewResourcesRecorded = "execution-new-provider-resources-recorded"
 
-// newResources reads what a successful apply introduced to its unit: the
+// newResourcesOf is what a successful apply introduced to its unit: the
 // resources, by full address, of the providers in the unit's state after
 // the apply that were not in the state the approved plan was made against
 // (the saved plan's prior_state, so that "before" is exactly what the
-// voters saw, even for a unit Gantry never applied before). Both come from
-// `terraform show -json`, run in a fresh checkout of the execution's
-// commit through the same command path as the apply (runIn: the unit's
-// directory, its init, its apply role and environment). It never fails the
-// apply: what cannot be read is recorded as the error.
-func (s *Service) newResources(ctx context.Context, ws string, x *models.Execution, run *models.Run, repo *models.Repository, planFile string) *models.NewResources {
+// voters saw, even for a unit Gantry never applied before). plan and state
+// are `terraform show -json` of the plan file and of the state, from
+// showPlanAndState (err its error). It never fails the apply: what cannot
+// be read is recorded as the error.
+func newResourcesOf(x *models.Execution, plan, state []byte, err error) *models.NewResources {
 	rec := &models.NewResources{ExecutionID: x.ID}
-	before, after, err := s.showPlanAndState(ctx, ws, x, run, repo, planFile)
 	if err == nil {
-		var prior, state []tfstate.Resource
-		if prior, err = tfstate.PriorResources(before); err == nil {
-			if state, err = tfstate.StateResources(after); err == nil {
-				rec.Providers, rec.Addresses = tfstate.NewProviderResources(prior, state)
+		var prior, after []tfstate.Resource
+		if prior, err = tfstate.PriorResources(plan); err == nil {
+			if after, err = tfstate.StateResources(state); err == nil {
+				rec.Providers, rec.Addresses = tfstate.NewProviderResources(prior, after)
 			}
 		}
 	}
@@ -47,7 +45,10 @@ func (s *Service) newResources(ctx context.Context, ws string, x *models.Executi
 }
 
 // showPlanAndState runs the unit's init, `show -json PLANFILE` and
-// `show -json` in one checkout and returns the outputs of the shows.
+// `show -json` in one checkout and returns the outputs of the shows: in
+// a fresh checkout of the execution's commit through the same command path
+// as the apply (runIn: the unit's directory, its init, its apply role and
+// environment).
 func (s *Service) showPlanAndState(ctx context.Context, ws string, x *models.Execution, run *models.Run, repo *models.Repository, planFile string) (plan, state []byte, err error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {

@@ -99,15 +99,7 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 		}
 		xs := make([]*models.Execution, len(specs))
 		for i, sp := range specs {
-			acc := accountFor(repo.Accounts, sp.CfgPath)
-			xs[i] = &models.Execution{
-				ExecutionID: sp.ExecutionID, RunID: run.ID, CfgPath: sp.CfgPath, CfgDeps: nonNil(sp.CfgDeps),
-				AccountName: sp.Account, AccountPath: sp.AccountPath, AccountDeps: nonNil(sp.AccountDeps),
-				InitCommand: repo.InitCommand, PlanCommand: repo.PlanCommand, ApplyCommand: repo.ApplyCommand,
-				PlanRoleARN: acc.PlanRole, ApplyRoleARN: acc.ApplyRole,
-				Voters: acc.Voters, MinApprovalCount: acc.MinApprovals, MinRejectionCount: acc.MinRejections,
-				Status: models.ExecWaiting,
-			}
+			xs[i] = newExecution(repo, run.ID, sp)
 		}
 		failUnreadable(xs, found.unreadable, s.now())
 		if err := models.InsertExecutions(ctx, tx, xs); err != nil {
@@ -144,6 +136,20 @@ func (s *Service) StartRun(ctx context.Context, runID, jobID int64) error {
 		}
 		return s.advance(ctx, tx, run, "gantry")
 	})
+}
+
+// newExecution is the waiting execution of a spec of run, with its
+// repository's commands and its account's roles, voters and thresholds.
+func newExecution(repo *models.Repository, runID int64, sp infrarun.Spec) *models.Execution {
+	acc := accountFor(repo.Accounts, sp.CfgPath)
+	return &models.Execution{
+		ExecutionID: sp.ExecutionID, RunID: runID, CfgPath: sp.CfgPath, CfgDeps: nonNil(sp.CfgDeps),
+		AccountName: sp.Account, AccountPath: sp.AccountPath, AccountDeps: nonNil(sp.AccountDeps),
+		InitCommand: repo.InitCommand, PlanCommand: repo.PlanCommand, ApplyCommand: repo.ApplyCommand,
+		PlanRoleARN: acc.PlanRole, ApplyRoleARN: acc.ApplyRole,
+		Voters: acc.Voters, MinApprovalCount: acc.MinApprovals, MinRejectionCount: acc.MinRejections,
+		Status: models.ExecWaiting,
+	}
 }
 
 // failUnreadable fails the executions of the units whose configuration the
@@ -439,6 +445,9 @@ func (s *Service) advance(ctx context.Context, tx jobs.Tx, run *models.Run, acto
 			return err
 		}
 		return s.advance(ctx, tx, run, actor)
+	}
+	if err := s.failRippled(ctx, tx, run, &step); err != nil {
+		return err
 	}
 	if step.Done {
 		if !step.Succeeded && run.Error == "" {

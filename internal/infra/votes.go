@@ -110,6 +110,14 @@ func (k executionKind) Describe(ctx context.Context, db bun.IDB, ids []string) (
 	for i := range runs {
 		runOf[runs[i].ID] = &runs[i]
 	}
+	xIDs := make([]int64, len(xs))
+	for i := range xs {
+		xIDs[i] = xs[i].ID
+	}
+	ripples, err := models.RipplesOf(ctx, db, xIDs)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]approvals.Summary, len(xs))
 	for i := range xs {
 		x := &xs[i]
@@ -123,6 +131,10 @@ func (k executionKind) Describe(ctx context.Context, db bun.IDB, ids []string) (
 			text = "The plan has changes; open it to read them."
 		}
 		url := pageurl.Execution(x.ExecutionID)
+		var why *models.Ripple // a ripple says why the run gained it
+		if r, ok := ripples[x.ID]; ok {
+			why = &r
+		}
 		out[x.ExecutionID] = approvals.Summary{
 			Label: "Infrastructure vote", Title: x.CfgPath, URL: url, VoteURL: url + "#vote", Detail: "account " + x.AccountName,
 			Context: approvals.Context{Text: run.Repository, LinkText: pr, LinkURL: pageurl.Pull(run.Repository, run.PRNumber), Note: run.PRTitle},
@@ -133,7 +145,12 @@ func (k executionKind) Describe(ctx context.Context, db bun.IDB, ids []string) (
 			},
 			Approved: "the plan is being applied.",
 			Rejected: "the execution failed and what depends on it is aborted.",
-			Mail:     voteRequest(run, x),
+			Mail:     voteRequest(run, x, RippleReason(why)),
+		}
+		if why != nil {
+			sum := out[x.ExecutionID]
+			sum.Facts = append(sum.Facts, approvals.Fact{Label: "Why", Value: RippleReason(why)})
+			out[x.ExecutionID] = sum
 		}
 		if x.RollbackOf != nil {
 			out[x.ExecutionID] = rollbackSummary(out[x.ExecutionID], run, x) // rollback_runs.go
@@ -142,14 +159,17 @@ func (k executionKind) Describe(ctx context.Context, db bun.IDB, ids []string) (
 	return out, nil
 }
 
-// voteRequest is the mail asking a voter to vote on x; the approvals
-// service adds the voter's link.
-func voteRequest(run *models.Run, x *models.Execution) approvals.Mail {
+// voteRequest is the mail asking a voter to vote on x (ripple: why the
+// run gained it, if it did); the approvals service adds the voter's link.
+func voteRequest(run *models.Run, x *models.Execution, ripple string) approvals.Mail {
 	summary := planSummary(x.PlanOutput)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your vote is needed before Gantry applies this plan.\n\n")
 	fmt.Fprintf(&b, "Repository:  %s (pull request #%d: %s)\n", run.Repository, run.PRNumber, run.PRTitle)
 	fmt.Fprintf(&b, "Unit:        %s\nAccount:     %s\nExecution:   %s\nCommit:      %s\n", x.CfgPath, x.AccountName, x.ExecutionID, run.MergeCommit)
+	if ripple != "" {
+		fmt.Fprintf(&b, "Why:         %s (the pull request did not touch it)\n", ripple)
+	}
 	fmt.Fprintf(&b, "Approvals:   at least %d of %d voters apply it; %d rejection(s) stop it.\n\n", x.MinApprovalCount, len(x.Voters), x.MinRejectionCount)
 	if summary != "" {
 		fmt.Fprintf(&b, "%s\n\n", summary)

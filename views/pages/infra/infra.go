@@ -220,6 +220,22 @@ type ExecRow struct {
 	FinishedISO string
 	Duration    string
 	Error       string
+	// Ripple says why the run gained it ("added because …"), for an
+	// execution added because a unit it reads changed outputs.
+	Ripple string
+}
+
+// RippleRow is one apply of a run that changed outputs other units read,
+// and what became of those units.
+type RippleRow struct {
+	Unit    string
+	URL     string // the execution whose apply changed the outputs
+	Outputs string // names, never values
+	// Changed are the readers added with changes to vote on and apply;
+	// Checked those whose plan had none (not voted); Pending those not
+	// planned yet; Failed those that failed or were aborted.
+	Changed, Checked, Pending, Failed []Link
+	Error                             string // why the ripple could not be worked out
 }
 
 // RunView is /infra/runs/:id.
@@ -250,6 +266,9 @@ type RunView struct {
 	// Rollback is set when the run rolls back resources of new providers
 	// (rollback.go).
 	Rollback *RollbackSection
+	// Ripples are its applies whose outputs changed and reached units
+	// outside the run (docs/areas/infra.md, "Outputs that ripple").
+	Ripples []RippleRow
 }
 
 // Interrupted is an execution whose apply was interrupted and whose
@@ -341,6 +360,15 @@ type ExecutionView struct {
 	// apply introduced providers (rollback.go).
 	Rollback     *Rollback
 	NewResources *NewResources
+	// Ripple says why the run gained it, with the execution whose outputs
+	// changed; nil when the scan collected it.
+	Ripple *RippleReason
+}
+
+// RippleReason is why a run gained an execution.
+type RippleReason struct {
+	Text      string // "added because live/prod/vpc's outputs id changed"
+	SourceURL string
 }
 
 // PlanRow is one unit's plan on a pull request's page.

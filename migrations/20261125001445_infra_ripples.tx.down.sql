@@ -1,0 +1,2 @@
+DROP TABLE execution_ripples;
+DROP TABLE execution_output_changes;
