@@ -37,7 +37,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	planFile := filepath.Join(ws, "plan.tfplan")
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
-		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID,
+		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID, ECS: repo.ECS, PlanObject: planObject(x),
 	}, s.outputSink(x.ID, models.StepPlanning))
 	if retryable(ctx, runErr) {
 		// The worker is stopping, or git or STS failed: River plans again
@@ -204,7 +204,7 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	started := time.Now()
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
-		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID,
+		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS, PlanObject: planObject(x),
 	}, s.outputSink(x.ID, models.StepApplying))
 	if retryable(ctx, runErr) {
 		// The worker is stopping, or git or STS failed. Before the apply
