@@ -315,7 +315,7 @@ func (l *logTail) pages(ctx context.Context) (done bool, err error) {
 		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ResourceNotFoundException":
 			return true, nil // the task has written nothing yet
 		case errors.As(err, &apiErr) && apiErr.ErrorCode() == "ThrottlingException":
-			l.backoff = min(max(2*l.backoff, time.Second), maxLogBackoff)
+			l.backoff = min(max(2*l.backoff, l.r.Poll), maxLogBackoff)
 			return false, nil
 		case err != nil:
 			if ctx.Err() != nil {
