@@ -88,9 +88,10 @@ func (s *Server) NeverStart() {
 	s.neverStart++
 }
 
-// StopByECS stops a running task as ECS does when it fails under its
-// containers (a Spot interruption, a host gone): its process is killed,
-// and the task is STOPPED with stopCode and reason and no exit code.
+// StopByECS stops a task as ECS does when it fails under its containers
+// (a Spot interruption, a host gone, an image that cannot be pulled): its
+// process, if it has one, is killed, and the task is STOPPED with stopCode
+// and reason and no exit code.
 func (s *Server) StopByECS(taskARN, stopCode, reason string) {
 	s.mu.Lock()
 	t := s.task(taskARN)
@@ -98,6 +99,10 @@ func (s *Server) StopByECS(taskARN, stopCode, reason string) {
 	t.stoppedReason, t.stopCode = reason, stopCode
 	t.killed = true
 	pr := t.proc
+	if pr == nil && t.lastStatus != TaskStopped {
+		t.stop(s.now(), reason, stopCode, nil)
+		s.forgetAfter(s.now())
+	}
 	s.mu.Unlock()
 	if pr != nil {
 		_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)

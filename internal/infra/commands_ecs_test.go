@@ -1,0 +1,143 @@
+package infra_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantryhq/gantry/internal/approvals"
+	"github.com/gantryhq/gantry/internal/ecsrunner"
+	"github.com/gantryhq/gantry/internal/ecsrunner/ecstasktest"
+	"github.com/gantryhq/gantry/internal/infra"
+	"github.com/gantryhq/gantry/internal/infra/infratest"
+	"github.com/gantryhq/gantry/internal/servertest"
+	"github.com/gantryhq/gantry/models"
+)
+
+// setupECS is setup with the repository's commands on (fake) ECS.
+func setupECS(t *testing.T) (*bundle, *ecstasktest.Fakes) {
+	t.Helper()
+	f := ecstasktest.New(t)
+	s := servertest.NewWith(t, servertest.Options{NoWeb: true})
+	repo, _ := infratest.Standard(t)
+	repo.Apply(infratest.DNS, infratest.VPC, infratest.RDS, infratest.EC2)
+	s.Infra.AWS, s.Infra.ECSPoll = &f.AWS, 50*time.Millisecond
+	c := f.Config
+	s.Sync(t, repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1)+fmt.Sprintf(`    runs_on: ecs
+    ecs:
+      region: %s
+      cluster: %s
+      task_definition: %s
+      container: %s
+      subnets: [%s]
+      security_groups: [%s]
+      log_group: %s
+      log_stream_prefix: %s
+      plan_store: %s
+      endpoints: {ecs: %q, logs: %q, s3: %q}
+`, c.Region, c.Cluster, c.TaskDefinition, c.Container, c.Subnets[0], c.SecurityGroups[0], c.LogGroup, c.LogStreamPrefix, c.PlanStore,
+		c.Endpoints.ECS, c.Endpoints.Logs, c.Endpoints.S3))
+	s.StartWorkers(t)
+	return &bundle{Server: s, repo: repo, ctx: t.Context()}, f
+}
+
+// taskSpecs are the specs of the tasks RunTask started, in order.
+func taskSpecs(t *testing.T, f *ecstasktest.Fakes) []ecsrunner.Spec {
+	t.Helper()
+	var out []ecsrunner.Spec
+	for _, c := range f.ECS.Calls() {
+		if c.Operation != "RunTask" || c.Error != "" {
+			continue
+		}
+		var req struct {
+			Overrides struct{ ContainerOverrides []struct{ Command []string } }
+		}
+		require.NoError(t, json.Unmarshal(c.Body, &req))
+		cmd := req.Overrides.ContainerOverrides[0].Command
+		require.Equal(t, []string{"gantry", "ecs-task"}, cmd[:2])
+		var spec ecsrunner.Spec
+		require.NoError(t, json.Unmarshal([]byte(cmd[2]), &spec))
+		out = append(out, spec)
+	}
+	return out
+}
+
+// TestECS_planAndApplyRunAsTasks: with runs_on: ecs, an execution's plan
+// runs as an ECS task (real terraform inside), its output reaches the
+// execution from CloudWatch Logs, its plan file goes to S3; after the vote
+// the apply task fetches exactly that object, checked by the SHA-256 of
+// the plan the voters saw, and applies it.
+func TestECS_planAndApplyRunAsTasks(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
+	_, run := b.merge(t, p)
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Contains(t, x.PlanOutput, `"vpc-v2"`, "terraform's plan output, read from CloudWatch Logs")
+	specs := taskSpecs(t, f)
+	require.Len(t, specs, 1, "the plan ran as one task")
+	plan := specs[0]
+	require.Equal(t, infratest.VPC, plan.Unit)
+	require.Equal(t, run.MergeCommit, plan.Commit)
+	require.True(t, strings.HasPrefix(plan.PlanPut, "plans/"+x.ExecutionID+"/plan-"), plan.PlanPut)
+	stored, ok := f.S3.Object(ecstasktest.Bucket, plan.PlanPut)
+	require.True(t, ok, "the plan file is in the plan store")
+	require.Equal(t, stored.Data, x.PlanFile, "Gantry keeps the plan file the task stored")
+
+	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: x.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaDashboard})
+	require.NoError(t, err)
+	x = b.WaitExecution(t, run.ID, infratest.VPC, models.ExecSucceeded, models.StepApplying)
+	require.Contains(t, x.ApplyOutput, "applying the approved plan file s3://"+ecstasktest.Bucket+"/"+plan.PlanPut)
+	require.Contains(t, x.ApplyOutput, "Apply complete!")
+	require.Equal(t, "vpc-v2", b.repo.Output(infratest.VPC))
+	specs = taskSpecs(t, f)
+	require.GreaterOrEqual(t, len(specs), 2, "then rds, which depends on vpc, is planned")
+	apply := specs[1]
+	require.Equal(t, plan.PlanPut, apply.PlanGet, "the apply fetches exactly the object the plan stored")
+	require.Equal(t, ecsrunner.SHA256(x.PlanFile), apply.PlanSHA256)
+	require.Empty(t, apply.PlanPut)
+}
+
+// TestECS_applyRefusesAPlanFileChangedInTheStore: the object in S3 is
+// replaced after the vote; the apply task refuses it, and nothing is
+// applied.
+func TestECS_applyRefusesAPlanFileChangedInTheStore(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
+	_, run := b.merge(t, p)
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	key := taskSpecs(t, f)[0].PlanPut
+	f.S3.Put(ecstasktest.Bucket, key, []byte("another plan"))
+
+	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: x.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaDashboard})
+	require.NoError(t, err)
+	x = b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	require.Contains(t, x.Error, "the ECS task could not prepare the unit: the plan file at s3://"+ecstasktest.Bucket+"/"+key+" has SHA-256 ")
+	require.Contains(t, x.Error, "refusing to apply it")
+	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC), "nothing was applied")
+}
+
+// TestECS_taskStoppedByECSFailsTheExecution: ECS stops the plan's task
+// under it (no exit code): the execution fails with ECS's reason.
+func TestECS_taskStoppedByECSFailsTheExecution(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	f.ECS.NeverStart()
+	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
+	_, run := b.merge(t, p)
+	var arn string
+	require.Eventually(t, func() bool {
+		for _, task := range f.ECS.Tasks(ecstasktest.Cluster) {
+			arn = task.ARN
+		}
+		return arn != ""
+	}, time.Minute, 20*time.Millisecond)
+	f.ECS.StopByECS(arn, "TaskFailedToStart", "CannotPullContainerError: pull image manifest has been retried 5 time(s)")
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
+	require.Equal(t, "plan could not run: ECS stopped the task: CannotPullContainerError: pull image manifest has been retried 5 time(s)", x.Error)
+}
