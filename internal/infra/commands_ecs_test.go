@@ -12,6 +12,7 @@ import (
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/ecsrunner"
 	"github.com/gantryhq/gantry/internal/ecsrunner/ecstasktest"
+	"github.com/gantryhq/gantry/internal/github"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
@@ -140,4 +141,34 @@ func TestECS_taskStoppedByECSFailsTheExecution(t *testing.T) {
 	f.ECS.StopByECS(arn, "TaskFailedToStart", "CannotPullContainerError: pull image manifest has been retried 5 time(s)")
 	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
 	require.Equal(t, "plan could not run: ECS stopped the task: CannotPullContainerError: pull image manifest has been retried 5 time(s)", x.Error)
+}
+
+// TestECS_pushCancelsAPlanAndStopsItsTask: a pull request's plan whose
+// task is still waiting to start is cancelled by a push; Gantry stops the
+// task with StopTask, and the new head is planned in a task of its own.
+func TestECS_pushCancelsAPlanAndStopsItsTask(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	r := b.repo
+	f.ECS.NeverStart()
+	p := r.OpenPR(8, b.vpcChange("vpc-v2"))
+	b.Deliver(t, "pull_request", r.Event(p, "opened", ""))
+	require.Eventually(t, func() bool { return len(f.ECS.Tasks(ecstasktest.Cluster)) == 1 }, time.Minute, 20*time.Millisecond)
+
+	r.PushPR(&p, b.vpcChange("vpc-v3"))
+	b.Deliver(t, "pull_request", r.Event(p, "synchronize", ""))
+	st := b.WaitStatus(t, p.Head, github.PlanContext(infratest.VPC), "success")
+	require.Equal(t, "changes to apply", st.Description)
+	var stops []string
+	for _, c := range f.ECS.Calls() {
+		if c.Operation == "StopTask" {
+			stops = append(stops, string(c.Body))
+		}
+	}
+	require.Len(t, stops, 1)
+	require.Contains(t, stops[0], "the command was cancelled")
+	specs := taskSpecs(t, f)
+	require.Len(t, specs, 2)
+	require.Equal(t, p.Head, specs[1].Commit)
+	require.Empty(t, specs[1].PlanPut, "a pull request's plan is never applied: its plan file stays in the task")
 }
