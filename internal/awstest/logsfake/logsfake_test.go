@@ -19,7 +19,7 @@ import (
 func client(s *logsfake.Server, key, secret string) *cloudwatchlogs.Client {
 	return cloudwatchlogs.NewFromConfig(aws.Config{
 		Region: "us-east-1", BaseEndpoint: aws.String(s.URL),
-		Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""),
+		Credentials:      credentials.NewStaticCredentialsProvider(key, secret, ""),
 		RetryMaxAttempts: 1,
 	})
 }
