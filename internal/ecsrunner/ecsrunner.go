@@ -30,6 +30,7 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/google/uuid"
 
 	"github.com/gantryhq/gantry/internal/ecsrunner/ecsconfig"
 	"github.com/gantryhq/gantry/internal/runner"
@@ -208,6 +209,9 @@ func (r *Runner) start(ctx context.Context, t Task) (string, error) {
 		Cluster:        &r.cfg.Cluster,
 		TaskDefinition: &r.cfg.TaskDefinition,
 		Count:          aws.Int32(1),
+		// The SDK retries a call whose answer was lost; with the same token
+		// ECS answers with the task it already started instead of another.
+		ClientToken: aws.String(uuid.NewString()),
 		NetworkConfiguration: &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{
 			Subnets: r.cfg.Subnets, SecurityGroups: r.cfg.SecurityGroups, AssignPublicIp: ecstypes.AssignPublicIpDisabled,
 		}},

@@ -12,7 +12,11 @@
 //     per-instance failures as ECS reports them: MISSING, AGENT,
 //     RESOURCE:CPU, RESOURCE:MEMORY;
 //   - ListTasks (containerInstance, family, startedBy, desiredStatus);
-//   - DescribeTasks, StopTask.
+//   - DescribeTasks, StopTask;
+//   - RunTask (launchType or capacityProviderStrategy, the awsvpc network
+//     configuration, container overrides, taskRoleArn, clientToken), whose
+//     tasks can run their command as local processes logging to logsfake
+//     (runtask.go).
 //
 // It validates identifiers as ECS does: a task-definition ARN where a task
 // belongs (the mistake Blox's own scheduler once shipped) is an
@@ -122,6 +126,7 @@ type Server struct {
 	// RunTask calls' tasks never start.
 	processes  *Processes
 	neverStart int
+	runTokens  map[string][]*task // by RunTask's clientToken
 }
 
 // Call is one request the server answered.
@@ -211,6 +216,7 @@ func New(t testing.TB, o Options) *Server {
 		taskDefs:    map[string][]*taskDefinition{},
 		faults:      map[string][]fault{},
 		hooks:       map[string][]func(){},
+		runTokens:   map[string][]*task{},
 		keyID:       "AKIA" + randomHex(8),
 		secret:      randomHex(20),
 	}

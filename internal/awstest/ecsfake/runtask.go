@@ -243,6 +243,15 @@ func (s *Server) runTask(body []byte) (any, *apiError) {
 		overrides = o.ContainerOverrides
 		overridesDoc, _ = json.Marshal(o)
 	}
+	// A repeated clientToken is a retry: ECS answers with the tasks the
+	// first call started.
+	if prior, ok := s.runTokens[req.ClientToken]; ok && req.ClientToken != "" {
+		tasks := []taskDoc{}
+		for _, t := range prior {
+			tasks = append(tasks, t.doc())
+		}
+		return map[string]any{"tasks": tasks, "failures": []failureDoc{}}, nil
+	}
 	now := s.now()
 	start := s.processes != nil && s.neverStart == 0
 	if s.neverStart > 0 {
@@ -265,6 +274,9 @@ func (s *Server) runTask(body []byte) (any, *apiError) {
 			}
 		}
 		tasks = append(tasks, t.doc())
+		if req.ClientToken != "" {
+			s.runTokens[req.ClientToken] = append(s.runTokens[req.ClientToken], t)
+		}
 	}
 	return map[string]any{"tasks": tasks, "failures": []failureDoc{}}, nil
 }

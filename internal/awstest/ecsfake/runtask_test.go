@@ -47,6 +47,15 @@ func TestRunTask_contract(t *testing.T) {
 	require.Equal(t, "FARGATE_SPOT", aws.ToString(task.CapacityProviderName))
 	require.Nil(t, task.ContainerInstanceArn, "a Fargate task is on no container instance")
 
+	again, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cmds"), TaskDefinition: aws.String("runner"), NetworkConfiguration: net,
+		LaunchType: types.LaunchTypeFargate, ClientToken: aws.String("token-1")})
+	require.NoError(t, err)
+	retried, err := c.RunTask(ctx, &ecs.RunTaskInput{Cluster: aws.String("cmds"), TaskDefinition: aws.String("runner"), NetworkConfiguration: net,
+		LaunchType: types.LaunchTypeFargate, ClientToken: aws.String("token-1")})
+	require.NoError(t, err)
+	require.Equal(t, aws.ToString(again.Tasks[0].TaskArn), aws.ToString(retried.Tasks[0].TaskArn), "a retry with the same clientToken starts nothing new")
+	require.Len(t, s.Tasks("cmds"), 2)
+
 	stopped, err := c.StopTask(ctx, &ecs.StopTaskInput{Cluster: aws.String("cmds"), Task: task.TaskArn, Reason: aws.String("no longer needed")})
 	require.NoError(t, err)
 	require.Equal(t, ecsfake.TaskStopped, aws.ToString(stopped.Task.LastStatus))
