@@ -38,10 +38,13 @@ import (
 
 // Exit codes of `gantry ecs-task` itself, besides the main command's own:
 // the unit could not be prepared (checkout, plan file missing or not the
-// approved one, plan store unreachable), or its init failed.
+// approved one, plan store unreachable), its init failed, or it was
+// stopped.
 const (
 	ExitSetup = 120
 	ExitInit  = 121
+	// ExitStopped is the exit after ECS's SIGTERM (128 + 15).
+	ExitStopped = 143
 )
 
 // Runner runs commands as tasks of one repository's ECS configuration.

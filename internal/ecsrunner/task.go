@@ -67,6 +67,11 @@ const taskTimeout = 24 * time.Hour
 // Output goes to stdout, which the awslogs driver sends to CloudWatch.
 func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 	fail := func(format string, a ...any) int {
+		if ctx.Err() != nil {
+			// ECS's SIGTERM (StopTask): exit as a process it ended would.
+			fmt.Fprintln(stdout, "gantry ecs-task: stopped")
+			return ExitStopped
+		}
 		fmt.Fprintf(stdout, "gantry ecs-task: "+format+"\n", a...)
 		return ExitSetup
 	}
@@ -131,8 +136,11 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 	}
 	if len(spec.Init) > 0 {
 		res, err := runner.Run(ctx, runner.Command{Argv: expand(spec.Init), Dir: checkout, Env: env, Timeout: taskTimeout}, sink)
-		if err != nil || !res.Success() {
-			fmt.Fprintf(stdout, "gantry ecs-task: init failed (exit code %d) %v\n", res.ExitCode, errOrEmpty(err))
+		if err != nil {
+			return fail("init: %v", err)
+		}
+		if !res.Success() {
+			fmt.Fprintf(stdout, "gantry ecs-task: init failed (exit code %d)\n", res.ExitCode)
 			return ExitInit
 		}
 	}
@@ -155,13 +163,6 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 		}
 	}
 	return res.ExitCode
-}
-
-func errOrEmpty(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // SHA256 is the hex digest of data.

@@ -76,6 +76,10 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 		return ran{}, &ecsFailure{start.Error()}
 	case err != nil:
 		return ran{Result: runner.Result{ExitCode: -1, Cancelled: res.Cancelled}, Main: res.TaskARN != ""}, err
+	case res.TimedOut:
+		// Stopped by StopTask: whatever the task exited with is not the
+		// command's verdict.
+		return ran{Result: runner.Result{ExitCode: res.ExitCode, TimedOut: true, Duration: res.Duration, Output: res.Output}, Main: true}, nil
 	case res.Stopped != "":
 		return ran{Result: runner.Result{ExitCode: -1, Duration: res.Duration, Output: res.Output}, Main: true}, &ecsFailure{res.Stopped}
 	case res.ExitCode == ecsrunner.ExitSetup:
@@ -83,8 +87,8 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 	case res.ExitCode == ecsrunner.ExitInit:
 		return ran{Result: runner.Result{ExitCode: 1, Duration: res.Duration, Output: res.Output}, Init: true}, nil
 	}
-	out := ran{Result: runner.Result{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: res.Duration, Output: res.Output}, Main: true}
-	if spec.PlanPut != "" && !res.TimedOut && (res.ExitCode == 0 || res.ExitCode == 2) {
+	out := ran{Result: runner.Result{ExitCode: res.ExitCode, Duration: res.Duration, Output: res.Output}, Main: true}
+	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
 		plan, err := r.Plan(ctx, key)
 		var missing *types.NoSuchKey
 		switch {

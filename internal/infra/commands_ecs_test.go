@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/ecsrunner"
@@ -19,8 +20,9 @@ import (
 	"github.com/gantryhq/gantry/models"
 )
 
-// setupECS is setup with the repository's commands on (fake) ECS.
-func setupECS(t *testing.T) (*bundle, *ecstasktest.Fakes) {
+// setupECS is setup with the repository's commands on (fake) ECS; before
+// runs, when given, changes the service before its workers start.
+func setupECS(t *testing.T, before ...func(*infra.Service)) (*bundle, *ecstasktest.Fakes) {
 	t.Helper()
 	f := ecstasktest.New(t)
 	s := servertest.NewWith(t, servertest.Options{NoWeb: true})
@@ -42,6 +44,9 @@ func setupECS(t *testing.T) (*bundle, *ecstasktest.Fakes) {
       endpoints: {ecs: %q, logs: %q, s3: %q}
 `, c.Region, c.Cluster, c.TaskDefinition, c.Container, c.Subnets[0], c.SecurityGroups[0], c.LogGroup, c.LogStreamPrefix, c.PlanStore,
 		c.Endpoints.ECS, c.Endpoints.Logs, c.Endpoints.S3))
+	for _, fn := range before {
+		fn(s.Infra)
+	}
 	s.StartWorkers(t)
 	return &bundle{Server: s, repo: repo, ctx: t.Context()}, f
 }
@@ -171,4 +176,54 @@ func TestECS_pushCancelsAPlanAndStopsItsTask(t *testing.T) {
 	require.Len(t, specs, 2)
 	require.Equal(t, p.Head, specs[1].Commit)
 	require.Empty(t, specs[1].PlanPut, "a pull request's plan is never applied: its plan file stays in the task")
+}
+
+// setRepository changes the registered repository's row as no valid
+// gantry.yaml could: a start timeout below the minimum, a command that
+// hangs.
+func (b *bundle) setRepository(t *testing.T, set string, args ...any) {
+	t.Helper()
+	_, err := b.DB.Bun.NewUpdate().Table("repositories").Set(set, args...).Where("name = 'live'").Exec(b.ctx)
+	require.NoError(t, err)
+}
+
+func stopTaskBodies(f *ecstasktest.Fakes) []string {
+	var out []string
+	for _, c := range f.ECS.Calls() {
+		if c.Operation == "StopTask" {
+			out = append(out, string(c.Body))
+		}
+	}
+	return out
+}
+
+// TestECS_aTaskThatNeverStartsIsStopped: the plan's task stays
+// PROVISIONING past the start timeout: Gantry stops it and the execution
+// fails with that reason.
+func TestECS_aTaskThatNeverStartsIsStopped(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	b.setRepository(t, `ecs = jsonb_set(ecs, '{start_timeout}', '"500ms"')`)
+	f.ECS.NeverStart()
+	_, run := b.merge(t, b.repo.OpenPR(7, b.vpcChange("vpc-v2")))
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
+	require.Equal(t, "plan could not run: the task did not start within 500ms (ECS status PROVISIONING)", x.Error)
+	stops := stopTaskBodies(f)
+	require.Len(t, stops, 1)
+	require.Contains(t, stops[0], "did not start within 500ms")
+}
+
+// TestECS_aCommandPastItsTimeLimitIsStopped: StopTask at the command's
+// time limit; the execution fails as timed out, with the output so far.
+func TestECS_aCommandPastItsTimeLimitIsStopped(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t, func(s *infra.Service) { s.CommandTimeout = 4 * time.Second })
+	b.setRepository(t, "init_command = '{}', plan_command = ?", pgdialect.Array([]string{"sh", "-c", "echo planning; exec sleep 600"}))
+	_, run := b.merge(t, b.repo.OpenPR(7, b.vpcChange("vpc-v2")))
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
+	require.Regexp(t, `^plan timed out after \d+s$`, x.Error)
+	require.Contains(t, x.PlanOutput, "planning\n")
+	stops := stopTaskBodies(f)
+	require.Len(t, stops, 1)
+	require.Contains(t, stops[0], "timed out after 4s")
 }
