@@ -139,6 +139,11 @@ func (r *Runner) Run(ctx context.Context, t Task, sink runner.Sink) (Result, err
 	res.TaskARN = arn
 	taskID := arn[strings.LastIndexByte(arn, '/')+1:]
 	tail := &logTail{r: r, stream: r.cfg.LogStreamPrefix + "/" + r.cfg.Container + "/" + taskID, sink: sink}
+	// The first line names the task, for whoever looks for it in ECS or
+	// CloudWatch.
+	if err := tail.line(ctx, fmt.Sprintf("gantry: running as ECS task %s (log stream %s)", arn, tail.stream), began); err != nil {
+		return res, err
+	}
 	deadline := began.Add(t.Timeout)
 	startBy := began.Add(r.cfg.StartWithin())
 	var stopAsked time.Time
@@ -332,13 +337,8 @@ func (l *logTail) pages(ctx context.Context) (done bool, err error) {
 		}
 		l.backoff = 0
 		for _, e := range out.Events {
-			l.seq++
-			text := aws.ToString(e.Message) + "\n"
-			l.out.write(text)
-			if l.sink != nil {
-				if err := l.sink.Write(context.WithoutCancel(ctx), runner.Chunk{Stream: runner.StreamStdout, Seq: l.seq, Text: text, At: time.UnixMilli(aws.ToInt64(e.Timestamp))}); err != nil {
-					return false, err
-				}
+			if err := l.line(ctx, aws.ToString(e.Message), time.UnixMilli(aws.ToInt64(e.Timestamp))); err != nil {
+				return false, err
 			}
 		}
 		moved := l.token == nil || aws.ToString(out.NextForwardToken) != aws.ToString(l.token)
@@ -347,6 +347,17 @@ func (l *logTail) pages(ctx context.Context) (done bool, err error) {
 			return true, nil
 		}
 	}
+}
+
+// line passes one line of output on.
+func (l *logTail) line(ctx context.Context, text string, at time.Time) error {
+	l.seq++
+	text += "\n"
+	l.out.write(text)
+	if l.sink == nil {
+		return nil
+	}
+	return l.sink.Write(context.WithoutCancel(ctx), runner.Chunk{Stream: runner.StreamStdout, Seq: l.seq, Text: text, At: at})
 }
 
 // tailBuffer keeps the last outputTail bytes.

@@ -110,7 +110,8 @@ func TestRun_outputLiveAndExitCode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, res.ExitCode)
 	require.Empty(t, res.Stopped)
-	require.Equal(t, "Plan: 1 to add\nafter\n", sink.text())
+	taskID := tasks[0].ID
+	require.Equal(t, "gantry: running as ECS task "+tasks[0].ARN+" (log stream gantry/runner/"+taskID+")\nPlan: 1 to add\nafter\n", sink.text())
 
 	run := calls(f, "RunTask")
 	require.Len(t, run, 1)
@@ -179,7 +180,7 @@ func TestRun_stoppedByECS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, -1, res.ExitCode)
 	require.Equal(t, "ECS stopped the task: Your Spot Task was interrupted.", res.Stopped)
-	require.Equal(t, "applying\n", sink.text())
+	require.True(t, strings.HasSuffix(sink.text(), ")\napplying\n"), sink.text())
 	require.Empty(t, calls(f, "StopTask"), "ECS stopped it, not Gantry")
 }
 
@@ -195,6 +196,7 @@ func TestRun_throttledLogsLoseAndRepeatNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, res.ExitCode)
 	var want strings.Builder
+	want.WriteString(strings.SplitAfter(sink.text(), "\n")[0]) // the task's name
 	for i := 1; i <= 300; i++ {
 		fmt.Fprintf(&want, "line %d\n", i)
 	}
@@ -230,7 +232,7 @@ func TestRun_timeoutAndCancelStopTheTask(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		sink := &lines{}
 		go func() {
-			waitFor(t, "the task's output", func() bool { return sink.text() != "" })
+			waitFor(t, "the task's output", func() bool { return strings.Contains(sink.text(), "started\n") })
 			cancel()
 		}()
 		res, err := r.Run(ctx, ecsrunner.Task{Command: []string{"sh", "-c", "echo started; exec sleep 600"}, Timeout: time.Hour}, sink)
