@@ -227,3 +227,26 @@ func TestECS_aCommandPastItsTimeLimitIsStopped(t *testing.T) {
 	require.Len(t, stops, 1)
 	require.Contains(t, stops[0], "timed out after 4s")
 }
+
+// TestECS_throttledLogsStillGiveTheWholePlan: CloudWatch throttles the
+// reads of the plan's output, more times in a row than the SDK retries:
+// the execution's output is still terraform's, each line once.
+func TestECS_throttledLogsStillGiveTheWholePlan(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	f.Logs.Throttle("GetLogEvents", 10)
+	_, run := b.merge(t, b.repo.OpenPR(7, b.vpcChange("vpc-v2")))
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	require.Equal(t, 1, strings.Count(x.PlanOutput, "Plan: 0 to add, 1 to change, 0 to destroy."), x.PlanOutput)
+	require.Equal(t, 1, strings.Count(x.PlanOutput, "Terraform has been successfully initialized!"), x.PlanOutput)
+	throttled := 0
+	for _, c := range f.Logs.Calls() {
+		if c.Error == "ThrottlingException" {
+			throttled++
+		}
+	}
+	require.Equal(t, 10, throttled)
+	stream := strings.SplitN(strings.SplitN(x.PlanOutput, "(log stream ", 2)[1], ")", 2)[0]
+	streamed := f.Logs.Events(ecstasktest.LogGroup, stream)
+	require.Equal(t, strings.Join(streamed, "\n")+"\n", strings.SplitN(x.PlanOutput, "\n", 2)[1], "every line of the stream, in order, after the task's name")
+}
