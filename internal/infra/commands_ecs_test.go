@@ -250,3 +250,33 @@ func TestECS_throttledLogsStillGiveTheWholePlan(t *testing.T) {
 	streamed := f.Logs.Events(ecstasktest.LogGroup, stream)
 	require.Equal(t, strings.Join(streamed, "\n")+"\n", strings.SplitN(x.PlanOutput, "\n", 2)[1], "every line of the stream, in order, after the task's name")
 }
+
+// TestECS_abortStopsTheTask: the plan's output is on the execution while
+// its task runs; an operator aborts the run, and the task is stopped.
+func TestECS_abortStopsTheTask(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	b.setRepository(t, "init_command = '{}', plan_command = ?", pgdialect.Array([]string{"sh", "-c", "echo planning; exec sleep 600"}))
+	_, run := b.merge(t, b.repo.OpenPR(7, b.vpcChange("vpc-v2")))
+	planning := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepPlanning)
+	servertest.WaitFor(t, func() (bool, string) {
+		x, err := models.ExecutionByID(b.ctx, b.DB.Bun, planning.ID)
+		require.NoError(t, err)
+		return strings.Contains(x.PlanOutput, "planning\n"), "the plan's first line, live: " + x.PlanOutput
+	})
+	tasks := f.ECS.Tasks(ecstasktest.Cluster)
+	require.Len(t, tasks, 1)
+	require.Equal(t, "RUNNING", tasks[0].LastStatus)
+
+	require.NoError(t, b.Infra.AbortRun(b.ctx, run.ID, ada, "wrong window"))
+	servertest.WaitFor(t, func() (bool, string) {
+		task := f.ECS.Tasks(ecstasktest.Cluster)[0]
+		return task.LastStatus == "STOPPED", "the task stopped: " + task.LastStatus
+	})
+	stops := stopTaskBodies(f)
+	require.Len(t, stops, 1)
+	require.Contains(t, stops[0], "the command was cancelled")
+	x, err := models.ExecutionByID(b.ctx, b.DB.Bun, planning.ID)
+	require.NoError(t, err)
+	require.Equal(t, models.ExecAborted, x.Status)
+}
