@@ -29,7 +29,8 @@ func (e *ecsFailure) Is(target error) bool { return target == errCannotRun }
 // execution id and the plan attempt (when it began, to the second), so a
 // plan made again is another object and the apply fetches exactly the one
 // its plan step stored, which it checks by the SHA-256 of the plan file
-// the voters approved.
+// the voters approved. (The second is the same read back from the
+// database: Bun writes times truncated to microseconds, never rounded up.)
 func planObject(x *models.Execution) string {
 	return fmt.Sprintf("%s/plan-%d.tfplan", x.ExecutionID, x.PlanStartedAt.Unix())
 }
