@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/gantryhq/gantry/internal/ecsrunner/ecsconfig"
 )
 
 // Pull request states.
@@ -47,8 +49,10 @@ type Repository struct {
 	DriftEverySeconds int
 	DriftNotify       []string `bun:",array"`
 	GitHubFullName    string   `bun:"github_full_name"`
-	RemovedAt         *time.Time
-	UpdatedAt         time.Time `bun:",nullzero,notnull,default:current_timestamp"`
+	// ECS is where the commands run when set (runs_on: ecs); nil: locally.
+	ECS       *ecsconfig.Config `bun:"ecs,type:jsonb"`
+	RemovedAt *time.Time
+	UpdatedAt time.Time `bun:",nullzero,notnull,default:current_timestamp"`
 
 	Accounts []Account `bun:"rel:has-many,join:name=repository"`
 }
@@ -81,7 +85,7 @@ func UpsertRepository(ctx context.Context, tx bun.IDB, r *Repository) error {
 		Set("init_command = EXCLUDED.init_command, plan_command = EXCLUDED.plan_command").
 		Set("apply_command = EXCLUDED.apply_command, destroy_command = EXCLUDED.destroy_command").
 		Set("plan_statuses = EXCLUDED.plan_statuses, merge_lock_statuses = EXCLUDED.merge_lock_statuses, plan_forks = EXCLUDED.plan_forks").
-		Set("plan_comments = EXCLUDED.plan_comments").
+		Set("plan_comments = EXCLUDED.plan_comments, ecs = EXCLUDED.ecs").
 		Set("drift_every_seconds = EXCLUDED.drift_every_seconds, drift_notify = EXCLUDED.drift_notify").
 		Set("removed_at = NULL, updated_at = now()").
 		Exec(ctx)

@@ -50,7 +50,7 @@ flags override them.`,
 		c.configFlags(cmd)
 		root.AddCommand(cmd)
 	}
-	root.AddCommand(c.infraCommand(), c.envCommand(), c.daemonsCommand(), c.agentCommand(), c.pipelinesCommand())
+	root.AddCommand(c.infraCommand(), c.envCommand(), c.daemonsCommand(), c.agentCommand(), c.pipelinesCommand(), c.ecsTaskCommand())
 	return root.ExecuteContext(ctx)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approval"
+	"github.com/gantryhq/gantry/internal/ecsrunner/ecsconfig"
 )
 
 // Repository is a Terragrunt/Terraform repository Gantry plans and applies
@@ -35,8 +36,12 @@ type Repository struct {
 	// with the status token. On unless written false.
 	PlanComments *bool `yaml:"plan_comments"`
 	// Drift plans every unit on the trunk on a schedule; nil: never.
-	Drift    *Drift    `yaml:"drift"`
-	Accounts []Account `yaml:"accounts"`
+	Drift *Drift `yaml:"drift"`
+	// RunsOn is where the commands run: local (the worker's machine, the
+	// default) or ecs (a task per command, configured by ECS).
+	RunsOn   string            `yaml:"runs_on"`
+	ECS      *ecsconfig.Config `yaml:"ecs"`
+	Accounts []Account         `yaml:"accounts"`
 }
 
 // Drift is a repository's drift detection: a plan of every unit of the
@@ -178,6 +183,27 @@ func (v *validator) checkRepositories(repos []Repository) {
 		v.checkCommands(key, r)
 		v.checkAccounts(key, r.Accounts)
 		v.checkDrift(key, r.Drift)
+		v.checkRunsOn(key, r)
+	}
+}
+
+// checkRunsOn reads where the commands run; an ecs block goes with
+// runs_on: ecs and nothing else, so neither is ignored silently.
+func (v *validator) checkRunsOn(key string, r *Repository) {
+	if r.RunsOn == "" {
+		r.RunsOn = "local"
+	}
+	switch {
+	case r.RunsOn != "local" && r.RunsOn != "ecs":
+		v.add(key+".runs_on", "must be local or ecs (got %q)", r.RunsOn)
+	case r.RunsOn == "ecs" && r.ECS == nil:
+		v.add(key+".ecs", "is required with runs_on: ecs: cluster, task_definition, container, subnets, log_group, log_stream_prefix, plan_store, region")
+	case r.RunsOn == "local" && r.ECS != nil:
+		v.add(key+".runs_on", "must be ecs for the ecs block to be used (got %q)", r.RunsOn)
+	case r.ECS != nil:
+		for _, p := range r.ECS.Check() {
+			v.add(key+".ecs."+p.Field, "%s", p.Reason)
+		}
 	}
 }
 
@@ -186,6 +212,10 @@ func (v *validator) checkCommands(key string, r *Repository) {
 		r.Runner = "terragrunt"
 	}
 	preset, ok := runnerPresets[r.Runner]
+	if r.Runner == "ecs" {
+		v.add(key+".runner", "names the tool (terragrunt, terraform or custom); to run the commands on ECS write runs_on: ecs and an ecs: block")
+		return
+	}
 	if !ok && r.Runner != "custom" {
 		v.add(key+".runner", "must be terragrunt, terraform or custom (got %q)", r.Runner)
 		return

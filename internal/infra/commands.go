@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/ecsrunner/ecsconfig"
 	"github.com/gantryhq/gantry/internal/runner"
 	"github.com/gantryhq/gantry/models"
 )
@@ -24,6 +25,10 @@ type unitCommand struct {
 	PlanFile string   // absolute path of the plan file
 	Role     string   // IAM role ARN to run as; "" runs as Gantry
 	Session  string   // the role session's name
+	// ECS, when set, runs the commands as an ECS task (commands_ecs.go);
+	// PlanObject names the plan file in its plan store.
+	ECS        *ecsconfig.Config
+	PlanObject string
 }
 
 // expand fills a command template's placeholders. Each placeholder is
@@ -68,6 +73,9 @@ func (r ran) mainExit() *int {
 // run checks the commit out into ws, then runs the unit's commands in it
 // (runIn) within the command timeout.
 func (s *Service) run(ctx context.Context, ws string, c unitCommand, sink runner.Sink) (ran, error) {
+	if c.ECS != nil {
+		return s.runOnECS(ctx, c, sink)
+	}
 	mirror, err := s.Git.Fetch(ctx, c.RepoURL, c.Commit)
 	if err != nil {
 		return ran{}, fmt.Errorf("fetching %s: %w", c.Commit, err)
@@ -197,7 +205,7 @@ func (s *Service) planUnit(ctx context.Context, repo *models.Repository, commit,
 	began := time.Now()
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: commit, Unit: path, Init: repo.InitCommand, Main: repo.PlanCommand,
-		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: session,
+		PlanFile: filepath.Join(ws, "plan.tfplan"), Role: role, Session: session, ECS: repo.ECS,
 	}, sink)
 	if retryable(ctx, runErr) {
 		return unitPlan{}, errors.Join(context.Cause(ctx), runErr)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/approvals"
+	"github.com/gantryhq/gantry/internal/ecsrunner/ecstasktest"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/infra/infratest"
 	"github.com/gantryhq/gantry/internal/servertest"
@@ -27,6 +28,7 @@ const deadWorkerHeartbeat = 500 * time.Millisecond
 
 func TestMain(m *testing.M) {
 	servertest.RunWorkerProcessIfAsked()
+	ecstasktest.RunTaskIfAsked() // commands_ecs_test.go: the fake ECS's tasks
 	os.Exit(m.Run())
 }
 

@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/gitrepo"
@@ -97,6 +99,12 @@ type Service struct {
 	Env []string
 	// Mail sends the drift notifications; nil logs that none was sent.
 	Mail mail.Sender
+	// AWS is the base configuration (credentials, HTTP client) of the ECS,
+	// CloudWatch Logs and S3 clients of repositories with runs_on: ecs;
+	// nil: the SDK's default chain.
+	AWS *aws.Config
+	// ECSPoll is how often an ECS task and its log are read; zero: 5s.
+	ECSPoll time.Duration
 	// Metrics, when set, count deliveries and time commands.
 	Metrics *Metrics
 	Now     func() time.Time

@@ -66,7 +66,7 @@ func repositoryRow(r gantryfile.Repository) *models.Repository {
 		InitCommand: nonNil(r.Commands.Init), PlanCommand: nonNil(r.Commands.Plan),
 		ApplyCommand: nonNil(r.Commands.Apply), DestroyCommand: nonNil(r.Commands.Destroy),
 		PlanStatuses: r.StatusEnabled("plan"), MergeLockStatuses: r.StatusEnabled("merge_lock"), PlanForks: r.PlanForks,
-		PlanComments: r.PlanCommentsEnabled(),
+		PlanComments: r.PlanCommentsEnabled(), ECS: r.ECS,
 	}
 	if r.Drift != nil {
 		row.DriftEverySeconds, row.DriftNotify = int(r.Drift.Every.Seconds()), lowerAll(r.Drift.Notify)

@@ -12,7 +12,11 @@
 //     per-instance failures as ECS reports them: MISSING, AGENT,
 //     RESOURCE:CPU, RESOURCE:MEMORY;
 //   - ListTasks (containerInstance, family, startedBy, desiredStatus);
-//   - DescribeTasks, StopTask.
+//   - DescribeTasks, StopTask;
+//   - RunTask (launchType or capacityProviderStrategy, the awsvpc network
+//     configuration, container overrides, taskRoleArn, clientToken), whose
+//     tasks can run their command as local processes logging to logsfake
+//     (runtask.go).
 //
 // It validates identifiers as ECS does: a task-definition ARN where a task
 // belongs (the mistake Blox's own scheduler once shipped) is an
@@ -118,6 +122,11 @@ type Server struct {
 	// sweepAt is the earliest time something stopped or deregistered may
 	// be forgotten; zero: nothing to forget.
 	sweepAt time.Time
+	// RunTask's (runtask.go): how tasks run, and how many of the next
+	// RunTask calls' tasks never start.
+	processes  *Processes
+	neverStart int
+	runTokens  map[string][]*task // by RunTask's clientToken
 }
 
 // Call is one request the server answered.
@@ -156,6 +165,7 @@ type taskDefinition struct {
 	arn         string
 	cpu, memory int
 	containers  []string
+	awslogs     *Awslogs
 }
 
 type task struct {
@@ -176,6 +186,11 @@ type task struct {
 	startedAt     time.Time
 	stoppingAt    time.Time
 	stoppedAt     time.Time
+	// RunTask's tasks (runtask.go): on no instance of the server's.
+	launch           string // FARGATE or EC2; "" for StartTask's (EC2)
+	capacityProvider string
+	proc             *process // the local process running its command, if any
+	killed           bool     // StopByECS: stopped without its containers exiting
 }
 
 // holdsResources: a task holds its CPU and memory until it has stopped.
@@ -201,6 +216,7 @@ func New(t testing.TB, o Options) *Server {
 		taskDefs:    map[string][]*taskDefinition{},
 		faults:      map[string][]fault{},
 		hooks:       map[string][]func(){},
+		runTokens:   map[string][]*task{},
 		keyID:       "AKIA" + randomHex(8),
 		secret:      randomHex(20),
 	}
@@ -302,6 +318,16 @@ type TaskDefinition struct {
 	Family      string
 	CPU, Memory int      // units and MiB the task holds on its instance
 	Containers  []string // names; default one container named Family
+	// Awslogs, when set, is its containers' log configuration (the awslogs
+	// driver): RunTask's processes write their output there.
+	Awslogs *Awslogs
+}
+
+// Awslogs is the awslogs log driver's options: awslogs-group and
+// awslogs-stream-prefix. Each container's stream is
+// PREFIX/CONTAINER/TASK-ID.
+type Awslogs struct {
+	Group, StreamPrefix string
 }
 
 // RegisterTaskDefinition adds the family's next revision and returns its
@@ -318,7 +344,7 @@ func (s *Server) RegisterTaskDefinition(d TaskDefinition) string {
 	}
 	rev := len(s.taskDefs[d.Family]) + 1
 	td := &taskDefinition{
-		family: d.Family, revision: rev, cpu: d.CPU, memory: d.Memory, containers: containers,
+		family: d.Family, revision: rev, cpu: d.CPU, memory: d.Memory, containers: containers, awslogs: d.Awslogs,
 		arn: s.arn(fmt.Sprintf("task-definition/%s:%d", d.Family, rev)),
 	}
 	s.taskDefs[d.Family] = append(s.taskDefs[d.Family], td)
@@ -536,7 +562,7 @@ func (s *Server) Tasks(clusterName string) []Task {
 	var out []Task
 	for _, t := range c.tasks {
 		out = append(out, Task{
-			ID: t.id, ARN: t.arn, InstanceARN: t.instance.arn, TaskDefinitionARN: t.def.arn,
+			ID: t.id, ARN: t.arn, InstanceARN: t.instanceARN(), TaskDefinitionARN: t.def.arn,
 			StartedBy: t.startedBy, Group: t.group, LastStatus: t.lastStatus,
 			DesiredStatus: t.desiredStatus, StoppedReason: t.stoppedReason,
 		})

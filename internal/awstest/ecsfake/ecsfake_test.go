@@ -147,7 +147,7 @@ func TestProtocolErrors(t *testing.T) {
 		return func(r *http.Request) { sign(t, r, creds, body, b.srv.Region()) }
 	}
 
-	resp := post(t, b.srv.URL, "RunTask", `{}`, signed(`{}`))
+	resp := post(t, b.srv.URL, "CreateService", `{}`, signed(`{}`))
 	require.Equal(t, "UnknownOperationException", resp.errorType)
 
 	body := `{"cluster":"fleet","clustr":"typo"}`

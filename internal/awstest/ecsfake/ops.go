@@ -63,7 +63,7 @@ type taskDoc struct {
 	TaskARN              string          `json:"taskArn"`
 	ClusterARN           string          `json:"clusterArn"`
 	TaskDefinitionARN    string          `json:"taskDefinitionArn"`
-	ContainerInstanceARN string          `json:"containerInstanceArn"`
+	ContainerInstanceARN string          `json:"containerInstanceArn,omitempty"`
 	LaunchType           string          `json:"launchType"`
 	LastStatus           string          `json:"lastStatus"`
 	DesiredStatus        string          `json:"desiredStatus"`
@@ -80,6 +80,7 @@ type taskDoc struct {
 	StoppedAt            *epoch          `json:"stoppedAt,omitempty"`
 	StoppedReason        string          `json:"stoppedReason,omitempty"`
 	StopCode             string          `json:"stopCode,omitempty"`
+	CapacityProviderName string          `json:"capacityProviderName,omitempty"`
 }
 
 type failureDoc struct {
@@ -117,7 +118,9 @@ func (s *Server) expire(now time.Time) {
 			}
 			if now.Sub(t.stoppedAt) > StoppedTaskRetention {
 				delete(c.tasks, id)
-				delete(t.instance.tasks, id)
+				if t.instance != nil {
+					delete(t.instance.tasks, id)
+				}
 				c.sortedTasks = nil
 			} else {
 				s.forgetAfter(t.stoppedAt)
@@ -425,12 +428,12 @@ func (s *Server) startTask(body []byte) (any, *apiError) {
 func (t *task) doc() taskDoc {
 	d := taskDoc{
 		TaskARN: t.arn, ClusterARN: t.cluster.arn, TaskDefinitionARN: t.def.arn,
-		ContainerInstanceARN: t.instance.arn, LaunchType: "EC2",
+		ContainerInstanceARN: t.instanceARN(), LaunchType: t.launchType(),
 		LastStatus: t.lastStatus, DesiredStatus: t.desiredStatus, StartedBy: t.startedBy,
 		Group: t.group, Version: t.version, CPU: strconv.Itoa(t.def.cpu), Memory: strconv.Itoa(t.def.memory),
 		Overrides: t.overrides, CreatedAt: epoch(t.createdAt), StartedAt: epochPtr(t.startedAt),
 		StoppingAt: epochPtr(t.stoppingAt), StoppedAt: epochPtr(t.stoppedAt),
-		StoppedReason: t.stoppedReason, StopCode: t.stopCode,
+		StoppedReason: t.stoppedReason, StopCode: t.stopCode, CapacityProviderName: t.capacityProvider,
 	}
 	for _, name := range t.def.containers {
 		cd := containerDoc{
@@ -492,11 +495,11 @@ func (s *Server) listTasks(body []byte) (any, *apiError) {
 	listed := func(arn string) bool {
 		t := c.tasks[idOf(arn)]
 		return t.desiredStatus == desired &&
-			(instanceID == "" || t.instance.id == instanceID) &&
+			(instanceID == "" || t.instance != nil && t.instance.id == instanceID) &&
 			(req.Family == "" || t.def.family == req.Family) &&
 			(req.StartedBy == "" || t.startedBy == req.StartedBy) &&
 			req.ServiceName == "" && // this fake runs no services
-			(req.LaunchType == "" || req.LaunchType == "EC2")
+			(req.LaunchType == "" || req.LaunchType == t.launchType())
 	}
 	query := queryDigest("ListTasks", c.name, instanceID, req.Family, req.StartedBy, req.ServiceName, desired, req.LaunchType)
 	out, next, err := s.page(c.taskARNs(), listed, req.MaxResults, req.NextToken, query)
@@ -569,6 +572,10 @@ func (s *Server) stopTask(body []byte) (any, *apiError) {
 	t := c.tasks[id]
 	if t == nil {
 		return nil, invalidParameter("The referenced task was not found.")
+	}
+	if t.proc != nil {
+		t.stopProcess(s.now(), reason)
+		return map[string]any{"task": t.doc()}, nil
 	}
 	if t.lastStatus != TaskStopped {
 		var exit *int

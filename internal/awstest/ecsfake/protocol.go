@@ -37,6 +37,7 @@ var operations = map[string]operation{
 	"ListTasks":                  (*Server).listTasks,
 	"DescribeTasks":              (*Server).describeTasks,
 	"StopTask":                   (*Server).stopTask,
+	"RunTask":                    (*Server).runTask,
 }
 
 // apiError is an error answer.
