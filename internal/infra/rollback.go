@@ -20,7 +20,8 @@ import (
 // could not be read (detail: error).
 const EventNewResourcesRecorded = "execution-new-provider-resources-recorded"
 
-// newResourcesOf is what a successful apply introduced to its unit: the
+// newResourcesOf is what an apply (successful, or failed part way)
+// introduced to its unit: the
 // resources, by full address, of the providers in the unit's state after
 // the apply that were not in the state the approved plan was made against
 // (the saved plan's prior_state, so that "before" is exactly what the
@@ -115,7 +116,7 @@ func showCommand(apply []string) ([]string, error) {
 }
 
 // recordNewResources stores what an apply introduced (rec from
-// newResources) with the execution's success, in its transaction, and
+// newResourcesOf) with the execution's outcome, in its transaction, and
 // logs it when there is something a rollback would destroy or an error.
 func (s *Service) recordNewResources(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, rec *models.NewResources) error {
 	if err := models.RecordNewResources(ctx, tx, rec); err != nil {

@@ -310,3 +310,37 @@ func TestRollback_rejectedExecutionRollsTheRunBack(t *testing.T) {
 	}
 	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
 }
+
+// An apply that fails part way still introduced what it created: vpc's
+// apply creates filer_file.made, then fails on filer_file.unwritable
+// (its path cannot be written). What exists is recorded as after a
+// successful apply, and the run's rollback destroys it.
+func TestRollback_failedApplyRollsBackWhatItCreated(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	made := filepath.Join(out, "made")
+	files := map[string]string{infratest.VPC + "/filer.tf": p.Required() +
+		infratest.FilerFile("made", fmt.Sprintf("%q", made), `"one"`, "") +
+		infratest.FilerFile("unwritable", `"/dev/null/unwritable"`, `"two"`, "  depends_on = [filer_file.made]\n")}
+	_, run := b.merge(t, b.repo.OpenPR(47, files))
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	vpc := b.mustExecution(t, run.ID, infratest.VPC)
+	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: vpc.ExecutionID, Voter: ada, Decision: "approve", Via: "api"})
+	require.NoError(t, err)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	require.FileExists(t, made, "the apply created it before it failed")
+
+	recs, err := models.NewResourcesOfRun(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, recs[vpc.ID].Error)
+	require.Equal(t, []string{"filer_file.made"}, recs[vpc.ID].Addresses, "what the failed apply created, not what it failed to")
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventNewResourcesRecorded, Deployment: infra.DeploymentID(run), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	b.waitRollback(t, run.ID, infratest.VPC, models.ExecSucceeded, models.StepApplying)
+	b.WaitRun(t, run.ID, models.RunFailed)
+	require.NoFileExists(t, made, "the rollback destroyed it")
+}
