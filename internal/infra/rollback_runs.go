@@ -198,6 +198,9 @@ func (s *Service) rollbackEnded(ctx context.Context, tx jobs.Tx, run *models.Run
 	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackFailed, actor, detail); err != nil {
 		return err
 	}
+	if err := tx.Enqueue(ctx, jobs.NotifyRollbackHeldArgs{ExecutionID: x.ID}, nil); err != nil {
+		return err
+	}
 	left := "what is left is unknown"
 	if rb.Remaining != nil {
 		left = plural(len(rb.Remaining), "resource") + " left"

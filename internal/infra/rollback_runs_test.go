@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -201,10 +202,20 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Contains(t, entries[0].Detail["remaining"], "filer_file.single")
 
+	// The operators are mailed (the voters), and the metric counts it.
+	held := heldMails(t, b, run, 1)[0]
+	require.Contains(t, held.Text, "Left in the state (")
+	require.Contains(t, held.Text, "  filer_file.single\n")
+	require.Contains(t, held.Text, servertest.BaseURL+"/infra/executions/"+rb.ExecutionID)
+	require.Contains(t, held.Text, infra.RollbackHeldExplanation)
+	reg := prometheus.NewRegistry()
+	infra.NewMetrics(reg, b.DB)
+	require.Equal(t, map[string]float64{"live": 1}, gauge(t, reg, "gantry_infra_rollbacks_held"))
+
 	locked := b.WaitStatus(t, other.Head, github.ContextMergeLock, "failure")
 	require.Equal(t, "locked by #42: its deployment is rolling back", locked.Description, "pull requests learn why they wait")
-	held := b.WaitRun(t, run.ID, models.RunRunning)
-	require.Equal(t, models.RunRunning, held.Status, "the run waits for an operator")
+	waiting := b.WaitRun(t, run.ID, models.RunRunning)
+	require.Equal(t, models.RunRunning, waiting.Status, "the run waits for an operator")
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
 	require.NoError(t, err)
 	require.NotNil(t, lock, "the merge lock stays held")
@@ -228,8 +239,11 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rec.Remaining, recs[rb.ID].Remaining)
 
+	require.Contains(t, heldMails(t, b, run, 2)[1].Text, "  filer_file.single\n", "failed again: mailed again")
+
 	require.NoError(t, b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceResolved, "ops@example.com", "removed by hand"))
 	b.WaitRun(t, run.ID, models.RunFailed)
+	require.Equal(t, map[string]float64{"live": 0}, gauge(t, reg, "gantry_infra_rollbacks_held"), "resolved: no longer held")
 	entries, err = models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventRollbackResolved, Deployment: infra.DeploymentID(run), Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
@@ -237,6 +251,24 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Equal(t, "removed by hand", entries[0].Detail["reason"])
 	err = b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceRetry, "ops@example.com", "")
 	require.ErrorContains(t, err, "marked resolved by ops@example.com")
+}
+
+// heldMails waits for n mails to the voter ada saying that run's rollback
+// of vpc failed, and returns them.
+func heldMails(t *testing.T, b *bundle, run *models.Run, n int) []mailtest.Message {
+	t.Helper()
+	var found []mailtest.Message
+	servertest.WaitFor(t, func() (bool, string) {
+		found = nil
+		for _, m := range b.Mail.Messages() {
+			if slices.Contains(m.To, ada) &&
+				m.Subject == fmt.Sprintf("[Gantry] Rollback of %s (%s) failed for live#%d: an operator must act", infratest.VPC, b.mustExecution(t, run.ID, infratest.VPC).AccountName, run.PRNumber) {
+				found = append(found, m)
+			}
+		}
+		return len(found) >= n, fmt.Sprintf("%d failed-rollback mails, want %d", len(found), n)
+	})
+	return found
 }
 
 // The seed's revert: a pull request adds a unit with a new provider and is
