@@ -79,6 +79,6 @@ func (s *Service) rollbackHeldText(run *models.Run, x *models.Execution, rb *mod
 	}
 	fmt.Fprintf(&b, "\nRun %d stays running and holds the merge lock of %s until an operator chooses on the rollback's page:\n%s%s\n\n",
 		run.ID, run.Repository, s.BaseURL, pageurl.Execution(x.ExecutionID))
-	fmt.Fprintf(&b, "%s\n\nor with the CLI: gantry infra rollback-retry|rollback-resolved %s --reason \"…\"\n", RollbackHeldExplanation, x.ExecutionID)
+	fmt.Fprintf(&b, "%s\n\n(or POST /api/v1/infra/executions/%s/rollback-retry or /rollback-resolved, with a reason)\n", RollbackHeldExplanation, x.ExecutionID)
 	return b.String()
 }
