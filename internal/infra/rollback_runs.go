@@ -247,11 +247,16 @@ func recordRollbackLeft(ctx context.Context, tx bun.IDB, id int64, remaining []s
 	return models.UpdateRollback(ctx, tx, rb, "remaining", "remaining_error")
 }
 
-// showState runs the unit's init and `show -json` in a checkout of commit.
+// showState runs the unit's init and `show -json` in a checkout of commit
+// (on ECS, as a task: capturedOnECS).
 func (s *Service) showState(ctx context.Context, ws string, x *models.Execution, repo *models.Repository, commit string) ([]byte, error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {
 		return nil, err
+	}
+	if repo.ECS != nil {
+		return s.capturedOnECS(ctx, unitCommand{RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: show,
+			Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS, OutputObject: x.ExecutionID + "/show-left.json"})
 	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, commit)
 	if err != nil {
