@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
+	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/ecsrunner"
 	"github.com/gantryhq/gantry/internal/ecsrunner/ecstasktest"
@@ -320,4 +321,30 @@ func TestECS_newProviderResourcesAreReadByTasks(t *testing.T) {
 	require.True(t, ok)
 	require.Contains(t, string(state.Data), `"address":"filer_file.made"`)
 	require.NotContains(t, x.ApplyOutput, `"format_version"`, "the shows' JSON is not in the apply output")
+}
+
+// TestECS_failedRollbackReadsWhatIsLeftInATask: on ECS, what a failed
+// rollback left in the state is read by a show task too.
+func TestECS_failedRollbackReadsWhatIsLeftInATask(t *testing.T) {
+	t.Parallel()
+	p := infratest.Filer(t)
+	b, f := setupECS(t, func(s *infra.Service) { s.Env = append(s.Env, p.Env()...) })
+	files := filerUnit(p, infratest.VPC, t.TempDir(), true)
+	files[infratest.RDS+"/main.tf"] = failingRDS(b)
+	_, run := b.merge(t, b.repo.OpenPR(48, files))
+	b.approve(t, run, infratest.VPC)
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	recs, err := models.RollbacksOfRun(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, recs[rb.ID].RemainingError)
+	require.Contains(t, recs[rb.ID].Remaining, "filer_file.single")
+	var left []ecsrunner.Spec
+	for _, s := range taskSpecs(t, f) {
+		if s.OutputPut == "plans/"+rb.ExecutionID+"/show-left.json" {
+			left = append(left, s)
+		}
+	}
+	require.Len(t, left, 1, "what is left was read by a task")
+	require.Equal(t, run.MergeCommit, left[0].Commit)
 }
