@@ -47,7 +47,9 @@ type PipelineAgentStep struct {
 }
 
 // Timeout is how long the command may run.
-func (a *PipelineAgentStep) Timeout() time.Duration { return time.Duration(a.TimeoutMS) * time.Millisecond }
+func (a *PipelineAgentStep) Timeout() time.Duration {
+	return time.Duration(a.TimeoutMS) * time.Millisecond
+}
 
 // InsertAgentStep writes a's dispatch unless that attempt has one already;
 // a holds the row either way.
