@@ -240,6 +240,6 @@ func TestAStepPastItsTimeoutIsStoppedByItsAgent(t *testing.T) {
 	_, _, err = s.Pipelines().RegisterArtifact(ctx, "web", "v1", "x86", "s3://b/v1", "ci")
 	require.NoError(t, err)
 	failed := s.WaitStep(t, "web", "v1", "host-deployed", "web/prod/g/h1", "failed")
-	require.Equal(t, "timed out after 1s (step host-deployed's timeout, on host h1's agent)", failed.Work.Reason)
+	require.Equal(t, "timed out after 1s (step deployed's timeout, on host h1's agent)", failed.Work.Reason)
 	require.Equal(t, "started h1\n", failed.Work.Output)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -173,7 +174,7 @@ func agentFailure(a *models.PipelineAgentStep, r AgentStepReport) string {
 	var reason string
 	switch {
 	case r.TimedOut:
-		return fmt.Sprintf("timed out after %s (step %s's timeout, on host %s's agent)", a.Timeout(), a.Event, a.Host)
+		return fmt.Sprintf("timed out after %s (step %s's timeout, on host %s's agent)", a.Timeout(), strings.TrimPrefix(a.Event, progression.HostStepEvent("")), a.Host)
 	case r.Reason != "" && r.ExitCode == nil && r.Signal == "":
 		return trimReason(r.Reason)
 	case r.Signal != "":
