@@ -27,13 +27,12 @@ import (
 )
 
 // agentsEnv is a Gantry with workers, tuned so that an agent silent for 3s
-// has stopped responding (the live ones poll every 250ms), and an agent
-// token.
+// has stopped responding (the test's agents poll, and so heartbeat, every
+// second: --poll 1s), and an agent token.
 func agentsEnv(t *testing.T, yaml string) (*servertest.Server, string) {
 	t.Helper()
 	s := servertest.New(t, "GANTRY_API_RATE=10000")
-	s.Daemons().HeartbeatInterval = 500 * time.Millisecond
-	s.Pipelines().AgentDeadAfter = 3 * time.Second
+	s.Pipelines().AgentDeadAfter = 3 * time.Second // read by the workers only, started below
 	s.Sync(t, yaml)
 	s.StartWorkers(t)
 	ctx := context.Background()

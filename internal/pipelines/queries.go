@@ -368,6 +368,9 @@ type StepDetail struct {
 	Why   string
 	Work  *models.PipelineStep
 	Gate  bool
+	// OnAgent: the command runs on its host's agent, whose output comes
+	// with its end (there is none to follow meanwhile).
+	OnAgent bool
 }
 
 // Revision is the revision's page data.
@@ -424,7 +427,7 @@ func (s *Service) Revision(ctx context.Context, pipeline, revision string) (*Rev
 		}
 		if ss.State == progression.Running && info.Kind == progression.Command {
 			if state, why := agentWhy(l, info, byStep[ss.Step], dispatches); state != "" {
-				sd.State, sd.Why = state, why
+				sd.State, sd.Why, sd.OnAgent = state, why, true
 			}
 		}
 		d.Steps = append(d.Steps, sd)
