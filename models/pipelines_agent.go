@@ -97,20 +97,27 @@ func LockAgentStep(ctx context.Context, tx bun.IDB, id uuid.UUID) (*PipelineAgen
 }
 
 // TakeAgentSteps gives the waiting steps of host to instance, and returns
-// every step instance has and has not ended, oldest first. A step goes to
-// one agent only: the first of its host to poll.
+// every step instance has and has not ended, oldest first, leaving out
+// those whose attempt no longer runs. A step goes to one agent only: the
+// first of its host to poll.
 func TakeAgentSteps(ctx context.Context, db bun.IDB, instanceID, host string, now time.Time) ([]PipelineAgentStep, error) {
 	if host != "" {
 		if _, err := db.NewUpdate().Model((*PipelineAgentStep)(nil)).
 			Set("state = ?, instance_id = ?, dispatched_at = ?", AgentStepDispatched, instanceID, now).
-			Where("state = ? AND host = ?", AgentStepWaiting, host).Exec(ctx); err != nil {
+			Where("state = ? AND host = ?", AgentStepWaiting, host).Where(agentStepAttemptRunning).Exec(ctx); err != nil {
 			return nil, fmt.Errorf("dispatching the steps of host %s: %w", host, err)
 		}
 	}
 	var out []PipelineAgentStep
-	err := db.NewSelect().Model(&out).Where("state = ? AND instance_id = ?", AgentStepDispatched, instanceID).OrderExpr("created_at, id").Scan(ctx)
+	err := db.NewSelect().Model(&out).Where("state = ? AND instance_id = ?", AgentStepDispatched, instanceID).Where(agentStepAttemptRunning).
+		OrderExpr("created_at, id").Scan(ctx)
 	return out, err
 }
+
+// agentStepAttemptRunning keeps the dispatches whose attempt of the step
+// still runs: one skipped or retried since is nobody's to run.
+const agentStepAttemptRunning = `EXISTS (SELECT 1 FROM pipeline_steps ps WHERE ps.revision_id = pas.revision_id
+	AND ps.event = pas.event AND ps.target = pas.target AND ps.attempt = pas.attempt AND ps.status = 'running')`
 
 // EndAgentStep ends a dispatch with what became of it; false when it had
 // ended already.
