@@ -68,9 +68,13 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 		return ran{}, err
 	}
 	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
-	res, err := r.Run(ctx, ecsrunner.Task{
-		Command: command, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout(),
-	}, sink)
+	task := ecsrunner.Task{Command: command, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout()}
+	if c.Execution != 0 {
+		// An execution's tasks carry its id alone: a task of an earlier
+		// attempt still running (its worker died) is stopped first.
+		task.StartedBy, task.StopEarlier = fmt.Sprintf("gantry-execution-%d", c.Execution), true
+	}
+	res, err := r.Run(ctx, task, sink)
 	var start *ecsrunner.StartError
 	switch {
 	case errors.As(err, &start):
