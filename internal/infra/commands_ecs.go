@@ -94,13 +94,18 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 	}
 	out := ran{Result: runner.Result{ExitCode: res.ExitCode, Duration: res.Duration, Output: res.Output}, Main: true}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
+		stored, said := storedDigest(res.Output, spec.Store.Bucket, key)
 		plan, err := r.Plan(ctx, key)
 		var missing *types.NoSuchKey
 		switch {
-		case errors.As(err, &missing):
+		case errors.As(err, &missing) && !said:
 			// no plan file: PlanExecution says so if it needs one
 		case err != nil:
 			return out, err
+		case !said:
+			return out, &ecsFailure{fmt.Sprintf("a plan file is at s3://%s/%s, but the ECS task did not say it stored one: refusing it", spec.Store.Bucket, key)}
+		case ecsrunner.SHA256(plan) != stored:
+			return out, &ecsFailure{fmt.Sprintf("the plan file at s3://%s/%s has SHA-256 %s, not %s as the ECS task stored it: refusing it", spec.Store.Bucket, key, ecsrunner.SHA256(plan), stored)}
 		default:
 			if err := os.WriteFile(c.PlanFile, plan, 0o600); err != nil {
 				return out, err
@@ -126,6 +131,19 @@ var notStartedBy = regexp.MustCompile(`[^A-Za-z0-9/_-]`)
 // startedBy marks a task with the command's session (the execution id) in
 // ECS's alphabet.
 func startedBy(session string) string { return notStartedBy.ReplaceAllString(session, "-") }
+
+// storedDigest is the SHA-256 the plan task reported for the plan file it
+// stored at key: its last line of output, which `gantry ecs-task` writes
+// after the command ended (so no line of the command's own output can
+// stand for it).
+func storedDigest(output, bucket, key string) (string, bool) {
+	lines := strings.Split(strings.TrimSpace(output), "\n")
+	rest, ok := strings.CutPrefix(lines[len(lines)-1], fmt.Sprintf("gantry ecs-task: stored the plan file at s3://%s/%s (SHA-256 ", bucket, key))
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, ")")
+}
 
 // taskComplaint is the last line `gantry ecs-task` wrote about itself.
 func taskComplaint(output string) string {

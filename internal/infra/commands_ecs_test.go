@@ -3,6 +3,7 @@ package infra_test
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,23 @@ func TestECS_applyRefusesAPlanFileChangedInTheStore(t *testing.T) {
 	require.Contains(t, x.Error, "the ECS task could not prepare the unit: the plan file at s3://"+ecstasktest.Bucket+"/"+key+" has SHA-256 ")
 	require.Contains(t, x.Error, "refusing to apply it")
 	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC), "nothing was applied")
+}
+
+// TestECS_aPlanFileReplacedBeforeGantryReadsItIsRefused: the object the
+// plan task stored is replaced before Gantry reads it back (someone with
+// write access to the prefix): its SHA-256 is not the one the task
+// reported, so the plan fails and nothing reaches the vote (the
+// reviewer's finding 6).
+func TestECS_aPlanFileReplacedBeforeGantryReadsItIsRefused(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	f.S3.AfterNextPut(func(bucket, key string) { f.S3.Put(bucket, key, []byte("another plan")) })
+	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
+	_, run := b.merge(t, p)
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
+	key := taskSpecs(t, f)[0].PlanPut
+	require.Regexp(t, `^plan could not run: the plan file at s3://`+ecstasktest.Bucket+"/"+regexp.QuoteMeta(key)+` has SHA-256 [0-9a-f]{64}, not [0-9a-f]{64} as the ECS task stored it: refusing it$`, x.Error)
+	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
 }
 
 // TestECS_taskStoppedByECSFailsTheExecution: ECS stops the plan's task
