@@ -18,7 +18,9 @@
 package ecsrunner
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,8 +96,10 @@ func NewS3(base aws.Config, endpoint string) *s3.Client {
 
 // Task is one command to run.
 type Task struct {
-	// Command is the container's command: `gantry ecs-task SPEC`.
+	// Command is the container's command; with Spec it is made from it
+	// (commandOf): `gantry ecs-task SPEC`.
 	Command []string
+	Spec    *Spec
 	// Env is added to the container's environment.
 	Env []string
 	// Role is the task role; "" keeps the configuration's or the task
@@ -139,6 +143,16 @@ func (e *StartError) Error() string { return "ECS started no task: " + e.Reason 
 func (r *Runner) Run(ctx context.Context, t Task, sink runner.Sink) (Result, error) {
 	began := time.Now()
 	res := Result{ExitCode: -1}
+	if t.Spec != nil {
+		command, err := r.commandOf(ctx, *t.Spec, t)
+		if err != nil {
+			return res, err
+		}
+		t.Command = command
+	}
+	if n := overridesSize(r.overrides(t)); n > MaxOverrides {
+		return res, &StartError{Reason: fmt.Sprintf("the task's container overrides (its command and environment) are %d characters of JSON, over ECS's limit of %d: pass fewer variables through GANTRY_COMMAND_ENV", n, MaxOverrides)}
+	}
 	var earlier []string
 	if t.StopEarlier && t.StartedBy != "" {
 		stopped, err := r.stopEarlier(ctx, t.StartedBy)
@@ -347,9 +361,7 @@ func (r *Runner) start(ctx context.Context, t Task) (string, error) {
 		NetworkConfiguration: &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{
 			Subnets: r.cfg.Subnets, SecurityGroups: r.cfg.SecurityGroups, AssignPublicIp: ecstypes.AssignPublicIpDisabled,
 		}},
-		Overrides: &ecstypes.TaskOverride{ContainerOverrides: []ecstypes.ContainerOverride{{
-			Name: &r.cfg.Container, Command: t.Command, Environment: keyValues(t.Env),
-		}}},
+		Overrides: r.overrides(t),
 	}
 	if r.cfg.AssignPublicIP {
 		in.NetworkConfiguration.AwsvpcConfiguration.AssignPublicIp = ecstypes.AssignPublicIpEnabled
@@ -362,13 +374,14 @@ func (r *Runner) start(ctx context.Context, t Task) (string, error) {
 	default:
 		in.LaunchType = ecstypes.LaunchTypeFargate
 	}
-	if role := cmpOr(t.Role, r.cfg.TaskRole); role != "" {
-		in.Overrides.TaskRoleArn = &role
-	}
 	if t.StartedBy != "" {
 		in.StartedBy = aws.String(clipStartedBy(t.StartedBy))
 	}
 	out, err := r.ecs.RunTask(ctx, in)
+	if err != nil && !transient(err) {
+		// A bad parameter or a denied call: trying again changes nothing.
+		return "", &StartError{Reason: err.Error()}
+	}
 	if err != nil {
 		return "", fmt.Errorf("ECS RunTask: %w", err)
 	}
@@ -380,6 +393,76 @@ func (r *Runner) start(ctx context.Context, t Task) (string, error) {
 		return "", &StartError{Reason: strings.TrimSpace(reason)}
 	}
 	return aws.ToString(out.Tasks[0].TaskArn), nil
+}
+
+// overrides are RunTask's overrides for t.
+func (r *Runner) overrides(t Task) *ecstypes.TaskOverride {
+	o := &ecstypes.TaskOverride{ContainerOverrides: []ecstypes.ContainerOverride{{
+		Name: &r.cfg.Container, Command: t.Command, Environment: keyValues(t.Env),
+	}}}
+	if role := cmpOr(t.Role, r.cfg.TaskRole); role != "" {
+		o.TaskRoleArn = &role
+	}
+	return o
+}
+
+// MaxOverrides is ECS's limit on RunTask's overrides: 8,192 characters of
+// their JSON, formatting included (more is InvalidParameterException).
+const MaxOverrides = 8192
+
+// overridesSize is the length of o's JSON as RunTask sends it.
+func overridesSize(o *ecstypes.TaskOverride) int {
+	type keyValue struct {
+		Name  *string `json:"name"`
+		Value *string `json:"value"`
+	}
+	type container struct {
+		Command     []string   `json:"command,omitempty"`
+		Environment []keyValue `json:"environment,omitempty"`
+		Name        *string    `json:"name"`
+	}
+	doc := struct {
+		ContainerOverrides []container `json:"containerOverrides"`
+		TaskRoleArn        *string     `json:"taskRoleArn,omitempty"`
+	}{TaskRoleArn: o.TaskRoleArn}
+	for _, c := range o.ContainerOverrides {
+		kc := container{Command: c.Command, Name: c.Name}
+		for _, e := range c.Environment {
+			kc.Environment = append(kc.Environment, keyValue{e.Name, e.Value})
+		}
+		doc.ContainerOverrides = append(doc.ContainerOverrides, kc)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(doc)
+	return b.Len() - 1 // Encode's newline
+}
+
+// commandOf is the command running spec: the spec itself as the argument
+// when the overrides stay within ECS's limit, else (a rollback's many
+// -target addresses) the spec goes to the plan store and the argument
+// names it and its SHA-256, which the task checks.
+func (r *Runner) commandOf(ctx context.Context, spec Spec, t Task) ([]string, error) {
+	command, err := spec.Command()
+	if err != nil {
+		return nil, err
+	}
+	t.Command = command
+	if overridesSize(r.overrides(t)) <= MaxOverrides {
+		return command, nil
+	}
+	doc, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	sum := SHA256(doc)
+	bucket, _ := r.cfg.Store()
+	key := r.PlanKey("specs/" + sum + ".json")
+	if err := PutObject(ctx, r.s3, bucket, key, doc); err != nil {
+		return nil, fmt.Errorf("storing the task's spec: %w", err)
+	}
+	return Spec{Store: spec.Store, SpecGet: key, SpecSHA256: sum}.Command()
 }
 
 func (r *Runner) describe(ctx context.Context, arn string) (ecstypes.Task, error) {

@@ -63,12 +63,8 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 			spec.PlanGet, spec.PlanSHA256 = key, ecsrunner.SHA256(approved)
 		}
 	}
-	command, err := spec.Command()
-	if err != nil {
-		return ran{}, err
-	}
 	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
-	task := ecsrunner.Task{Command: command, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout()}
+	task := ecsrunner.Task{Spec: &spec, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout()}
 	if c.Execution != 0 {
 		// An execution's tasks carry its id alone: a task of an earlier
 		// attempt still running (its worker died) is stopped first.
