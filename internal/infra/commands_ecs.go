@@ -26,13 +26,14 @@ func (e *ecsFailure) Error() string        { return e.reason }
 func (e *ecsFailure) Is(target error) bool { return target == errCannotRun }
 
 // planObject names an execution's plan file in the plan store: its
-// execution id and the plan attempt (when it began, to the second), so a
-// plan made again is another object and the apply fetches exactly the one
-// its plan step stored, which it checks by the SHA-256 of the plan file
-// the voters approved. (The second is the same read back from the
-// database: Bun writes times truncated to microseconds, never rounded up.)
+// execution id and the plan attempt (when it began, to the microsecond:
+// two attempts within one second are two objects), so a plan made again
+// is another object and the apply fetches exactly the one its plan step
+// stored, which it checks by the SHA-256 of the plan file the voters
+// approved. (The microsecond is the same read back from the database:
+// PostgreSQL keeps microseconds and Bun writes times truncated to them.)
 func planObject(x *models.Execution) string {
-	return fmt.Sprintf("%s/plan-%d.tfplan", x.ExecutionID, x.PlanStartedAt.Unix())
+	return fmt.Sprintf("%s/plan-%d.tfplan", x.ExecutionID, x.PlanStartedAt.UnixMicro())
 }
 
 // runOnECS is run for a repository with runs_on: ecs: the unit's commands
