@@ -94,6 +94,16 @@ func TestECS_planAndApplyRunAsTasks(t *testing.T) {
 	stored, ok := f.S3.Object(ecstasktest.Bucket, plan.PlanPut)
 	require.True(t, ok, "the plan file is in the plan store")
 	require.Equal(t, stored.Data, x.PlanFile, "Gantry keeps the plan file the task stored")
+	// The task carries the execution's id alone, and a task of an earlier
+	// attempt (none here) was looked for first, to be stopped.
+	mark := fmt.Sprintf(`"startedBy":"gantry-execution-%d"`, x.ID)
+	var ops []string
+	for _, c := range f.ECS.Calls() {
+		if strings.Contains(string(c.Body), mark) {
+			ops = append(ops, c.Operation)
+		}
+	}
+	require.Equal(t, []string{"ListTasks", "RunTask"}, ops)
 
 	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: x.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaDashboard})
 	require.NoError(t, err)
