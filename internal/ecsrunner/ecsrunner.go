@@ -258,11 +258,18 @@ func (r *Runner) follow(ctx context.Context, t Task, arn string, began time.Time
 		if stopErr != nil && (!transient(stopErr) || now.After(giveUp)) {
 			return res, false, stopErr
 		}
+		if stopErr != nil {
+			describeBackoff = min(max(2*describeBackoff, r.Poll), maxLogBackoff)
+		}
 		wait := max(r.Poll, tail.backoff, describeBackoff)
 		timer := time.NewTimer(wait)
+		done := ctx.Done()
+		if ctx.Err() != nil {
+			done = nil // ctx's end is being handled: go on at the poll's pace
+		}
 		select {
 		case <-timer.C:
-		case <-ctx.Done():
+		case <-done:
 			timer.Stop()
 		}
 	}
