@@ -30,7 +30,11 @@ type unitCommand struct {
 	// set, is the execution's database id, which marks its tasks.
 	ECS        *ecsconfig.Config
 	PlanObject string
-	Execution  int64
+	// OutputObject, on ECS, names where the task stores the main
+	// command's standard output, which run returns in ran.Stdout
+	// (rollback.go's shows).
+	OutputObject string
+	Execution    int64
 }
 
 // expand fills a command template's placeholders. Each placeholder is
@@ -59,6 +63,9 @@ type ran struct {
 	runner.Result
 	Init bool
 	Main bool // the main command was started (an apply may have changed something)
+	// Stdout is the main command's standard output when the command
+	// asked for it (unitCommand.OutputObject) and succeeded.
+	Stdout []byte
 }
 
 // mainExit is the main command's exit code, nil when it did not run because

@@ -64,6 +64,9 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 			spec.PlanGet, spec.PlanSHA256 = key, ecsrunner.SHA256(approved)
 		}
 	}
+	if c.OutputObject != "" {
+		spec.OutputPut = r.PlanKey(c.OutputObject)
+	}
 	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
 	task := ecsrunner.Task{Spec: &spec, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout()}
 	if c.Execution != 0 {
@@ -90,6 +93,11 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 		return ran{Result: runner.Result{ExitCode: 1, Duration: res.Duration, Output: res.Output}, Init: true}, nil
 	}
 	out := ran{Result: runner.Result{ExitCode: res.ExitCode, Duration: res.Duration, Output: res.Output}, Main: true}
+	if spec.OutputPut != "" && res.ExitCode == 0 {
+		if out.Stdout, err = r.Output(ctx, spec.OutputPut); err != nil {
+			return out, err
+		}
+	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
 		stored, said := storedDigest(res.Output, spec.Store.Bucket, key)
 		plan, err := r.Plan(ctx, key)

@@ -198,6 +198,9 @@ func (s *Service) rollbackEnded(ctx context.Context, tx jobs.Tx, run *models.Run
 	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackFailed, actor, detail); err != nil {
 		return err
 	}
+	if err := tx.Enqueue(ctx, jobs.NotifyRollbackHeldArgs{ExecutionID: x.ID}, nil); err != nil {
+		return err
+	}
 	left := "what is left is unknown"
 	if rb.Remaining != nil {
 		left = plural(len(rb.Remaining), "resource") + " left"
@@ -244,11 +247,16 @@ func recordRollbackLeft(ctx context.Context, tx bun.IDB, id int64, remaining []s
 	return models.UpdateRollback(ctx, tx, rb, "remaining", "remaining_error")
 }
 
-// showState runs the unit's init and `show -json` in a checkout of commit.
+// showState runs the unit's init and `show -json` in a checkout of commit
+// (on ECS, as a task: capturedOnECS).
 func (s *Service) showState(ctx context.Context, ws string, x *models.Execution, repo *models.Repository, commit string) ([]byte, error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {
 		return nil, err
+	}
+	if repo.ECS != nil {
+		return s.capturedOnECS(ctx, unitCommand{RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: show,
+			Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS, OutputObject: x.ExecutionID + "/show-left.json"})
 	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, commit)
 	if err != nil {
