@@ -198,7 +198,7 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 		if err := PutObject(ctx, store, spec.Store.Bucket, spec.OutputPut, captured.Bytes()); err != nil {
 			return fail("storing the output: %v", err)
 		}
-		fmt.Fprintf(stdout, "gantry ecs-task: stored the output (%d bytes) at s3://%s/%s\n", captured.Len(), spec.Store.Bucket, spec.OutputPut)
+		fmt.Fprintf(stdout, "gantry ecs-task: stored the output at s3://%s/%s (SHA-256 %s)\n", spec.Store.Bucket, spec.OutputPut, SHA256(captured.Bytes()))
 	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
 		data, err := os.ReadFile(planFile)

@@ -97,9 +97,14 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 		if out.Stdout, err = r.Output(ctx, spec.OutputPut); err != nil {
 			return out, err
 		}
+		// As for a plan file: exactly what the task stored, or nothing.
+		stored, said := reportedDigest(res.Output, "stored the output", spec.Store.Bucket, spec.OutputPut)
+		if got := ecsrunner.SHA256(out.Stdout); !said || got != stored {
+			return out, &ecsFailure{fmt.Sprintf("the output at s3://%s/%s has SHA-256 %s, not %q as the ECS task stored it: refusing it", spec.Store.Bucket, spec.OutputPut, got, stored)}
+		}
 	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
-		stored, said := storedDigest(res.Output, spec.Store.Bucket, key)
+		stored, said := reportedDigest(res.Output, "stored the plan file", spec.Store.Bucket, key)
 		plan, err := r.Plan(ctx, key)
 		var missing *types.NoSuchKey
 		switch {
@@ -137,13 +142,13 @@ var notStartedBy = regexp.MustCompile(`[^A-Za-z0-9/_-]`)
 // ECS's alphabet.
 func startedBy(session string) string { return notStartedBy.ReplaceAllString(session, "-") }
 
-// storedDigest is the SHA-256 the plan task reported for the plan file it
-// stored at key: its last line of output, which `gantry ecs-task` writes
-// after the command ended (so no line of the command's own output can
-// stand for it).
-func storedDigest(output, bucket, key string) (string, bool) {
+// reportedDigest is the SHA-256 the task reported for the object it
+// stored at key ("gantry ecs-task: WHAT at s3://BUCKET/KEY (SHA-256 X)"):
+// its last line of output, which `gantry ecs-task` writes after the
+// command ended (so no line of the command's own output can stand for it).
+func reportedDigest(output, what, bucket, key string) (string, bool) {
 	lines := strings.Split(strings.TrimSpace(output), "\n")
-	rest, ok := strings.CutPrefix(lines[len(lines)-1], fmt.Sprintf("gantry ecs-task: stored the plan file at s3://%s/%s (SHA-256 ", bucket, key))
+	rest, ok := strings.CutPrefix(lines[len(lines)-1], fmt.Sprintf("gantry ecs-task: %s at s3://%s/%s (SHA-256 ", what, bucket, key))
 	if !ok {
 		return "", false
 	}

@@ -351,6 +351,42 @@ func TestECS_newProviderResourcesAreReadByTasks(t *testing.T) {
 	require.NotContains(t, x.ApplyOutput, `"format_version"`, "the shows' JSON is not in the apply output")
 }
 
+// TestECS_aShowOutputReplacedInTheStoreIsRefused: the JSON a show task
+// stored is replaced before Gantry reads it (it decides what a rollback
+// destroys): its SHA-256 is not the one the task reported, so it is not
+// used, and the execution records why.
+func TestECS_aShowOutputReplacedInTheStoreIsRefused(t *testing.T) {
+	t.Parallel()
+	p := infratest.Filer(t)
+	b, f := setupECS(t, func(s *infra.Service) { s.Env = append(s.Env, p.Env()...) })
+	var tamper func(bucket, key string)
+	tamper = func(bucket, key string) {
+		if !strings.HasSuffix(key, "/show-plan.json") {
+			f.S3.AfterNextPut(tamper)
+			return
+		}
+		f.S3.Put(bucket, key, []byte(`{"format_version":"1.2","prior_state":{"values":{"root_module":{}}}}`))
+	}
+	f.S3.AfterNextPut(tamper)
+	made := filepath.Join(t.TempDir(), "made")
+	_, run := b.merge(t, b.repo.OpenPR(8, map[string]string{
+		infratest.VPC + "/filer.tf": p.Required() + infratest.FilerFile("made", fmt.Sprintf("%q", made), `"one"`, ""),
+	}))
+	b.approve(t, run, infratest.VPC)
+	require.FileExists(t, made, "applied by the ECS task")
+	x := b.mustExecution(t, run.ID, infratest.VPC)
+	var recs map[int64]models.NewResources
+	require.Eventually(t, func() bool {
+		var err error
+		recs, err = models.NewResourcesOfRun(b.ctx, b.DB.Bun, run.ID)
+		_, ok := recs[x.ID]
+		return err == nil && ok
+	}, time.Minute, 20*time.Millisecond)
+	require.Contains(t, recs[x.ID].Error, "show-plan.json has SHA-256 ")
+	require.Contains(t, recs[x.ID].Error, "as the ECS task stored it: refusing it")
+	require.Empty(t, recs[x.ID].Addresses)
+}
+
 // TestECS_failedRollbackReadsWhatIsLeftInATask: on ECS, what a failed
 // rollback left in the state is read by a show task too.
 func TestECS_failedRollbackReadsWhatIsLeftInATask(t *testing.T) {
