@@ -40,6 +40,11 @@ type Spec struct {
 	PlanGet    string `json:"plan_get,omitempty"`
 	PlanSHA256 string `json:"plan_sha256,omitempty"`
 	PlanPut    string `json:"plan_put,omitempty"`
+	// SpecGet, when set, is the key of the whole spec in the store (one
+	// too long for ECS's container overrides), SpecSHA256 its digest;
+	// then only Store is set besides.
+	SpecGet    string `json:"spec_get,omitempty"`
+	SpecSHA256 string `json:"spec_sha256,omitempty"`
 	// OutputPut is the key the main command's standard output is stored
 	// at when it succeeds (terraform show -json, read back by Gantry: a
 	// log stream would split and interleave it); that output is then not
@@ -87,6 +92,35 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 	if err := json.Unmarshal([]byte(args[0]), &spec); err != nil {
 		return fail("reading the spec: %v", err)
 	}
+	var store *s3.Client
+	storeClient := func() error {
+		if store != nil {
+			return nil
+		}
+		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(spec.Store.Region))
+		if err != nil {
+			return fmt.Errorf("AWS configuration for the plan store: %w", err)
+		}
+		store = NewS3(cfg, spec.Store.Endpoint)
+		return nil
+	}
+	if spec.SpecGet != "" {
+		if err := storeClient(); err != nil {
+			return fail("%v", err)
+		}
+		key, sum := spec.SpecGet, spec.SpecSHA256
+		doc, err := GetObject(ctx, store, spec.Store.Bucket, key)
+		if err != nil {
+			return fail("fetching the spec: %v", err)
+		}
+		if got := SHA256(doc); got != sum {
+			return fail("the spec at s3://%s/%s has SHA-256 %s, not %s as Gantry stored it: refusing it", spec.Store.Bucket, key, got, sum)
+		}
+		spec = Spec{}
+		if err := json.Unmarshal(doc, &spec); err != nil {
+			return fail("reading the spec: %v", err)
+		}
+	}
 	ws, err := os.MkdirTemp("", "gantry-task-")
 	if err != nil {
 		return fail("%v", err)
@@ -106,13 +140,10 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 		return fail("unit %s: %v", spec.Unit, err)
 	}
 	planFile := filepath.Join(ws, "plan.tfplan")
-	var store *s3.Client
 	if spec.PlanGet != "" || spec.PlanPut != "" || spec.OutputPut != "" {
-		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(spec.Store.Region))
-		if err != nil {
-			return fail("AWS configuration for the plan store: %v", err)
+		if err := storeClient(); err != nil {
+			return fail("%v", err)
 		}
-		store = NewS3(cfg, spec.Store.Endpoint)
 	}
 	if spec.PlanGet != "" {
 		data, err := GetObject(ctx, store, spec.Store.Bucket, spec.PlanGet)
@@ -167,7 +198,7 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 		if err := PutObject(ctx, store, spec.Store.Bucket, spec.OutputPut, captured.Bytes()); err != nil {
 			return fail("storing the output: %v", err)
 		}
-		fmt.Fprintf(stdout, "gantry ecs-task: stored the output (%d bytes) at s3://%s/%s\n", captured.Len(), spec.Store.Bucket, spec.OutputPut)
+		fmt.Fprintf(stdout, "gantry ecs-task: stored the output at s3://%s/%s (SHA-256 %s)\n", spec.Store.Bucket, spec.OutputPut, SHA256(captured.Bytes()))
 	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
 		data, err := os.ReadFile(planFile)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -204,7 +205,22 @@ func (v *validator) checkRunsOn(key string, r *Repository) {
 		for _, p := range r.ECS.Check() {
 			v.add(key+".ecs."+p.Field, "%s", p.Reason)
 		}
+		if urlHoldsCredentials(r.URL) {
+			v.add(key+".url", "must not hold credentials with runs_on: ecs: the URL is part of the task's command, which ECS shows to whoever may call DescribeTasks and CloudTrail records; give the task its git credentials through its image or the task definition's secrets")
+		}
 	}
+}
+
+// urlHoldsCredentials says whether a git URL carries a secret: a password,
+// or any user in an http(s) URL (a token is often written as the user).
+// ssh://git@host/… and git@host:… name a user only.
+func urlHoldsCredentials(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return false
+	}
+	_, hasPassword := u.User.Password()
+	return hasPassword || u.Scheme == "http" || u.Scheme == "https"
 }
 
 func (v *validator) checkCommands(key string, r *Repository) {

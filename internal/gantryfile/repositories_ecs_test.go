@@ -40,6 +40,13 @@ func TestRunsOnECS(t *testing.T) {
 	bucket, prefix := r.ECS.Store()
 	require.Equal(t, [2]string{"acme-gantry-plans", "live"}, [2]string{bucket, prefix})
 
+	for _, u := range []string{"git@github.com:acme/live.git", "ssh://git@github.com/acme/live.git", "https://github.com/acme/live.git"} {
+		_, err = gantryfile.Parse("gantry.yaml", []byte(replace(ecsRepo, "/srv/r.git", u)), env("HOOK_SECRET"))
+		require.NoError(t, err, "a URL without a secret: %s", u)
+	}
+	_, err = gantryfile.Parse("gantry.yaml", []byte(replace(oneRepo, "/srv/r.git", "https://x-access-token:ghp_secret@github.com/acme/live.git")), env("HOOK_SECRET"))
+	require.NoError(t, err, "runs_on: local keeps the URL on Gantry's side")
+
 	f, err = gantryfile.Parse("gantry.yaml", []byte(oneRepo), env("HOOK_SECRET"))
 	require.NoError(t, err)
 	require.Equal(t, "local", f.Repositories[0].RunsOn)
@@ -60,6 +67,8 @@ func TestRunsOnECSProblems(t *testing.T) {
 		{"start timeout", replace(ecsRepo, "15m", "5s"), `repositories[0].ecs.start_timeout: must be a duration of at least 1m`},
 		{"launch type and capacity provider", ecsRepo + "      launch_type: FARGATE\n      capacity_provider: FARGATE_SPOT\n", "repositories[0].ecs.launch_type: cannot be set with capacity_provider"},
 		{"misspelt key", ecsRepo + "      subnet: [subnet-0123456789abcdef0]\n", "did you mean subnets?"},
+		{"token in the url", replace(ecsRepo, "/srv/r.git", "https://x-access-token:ghp_secret@github.com/acme/live.git"), "gantry.yaml:3: repositories[0].url: must not hold credentials with runs_on: ecs"},
+		{"user token in the url", replace(ecsRepo, "/srv/r.git", "https://ghp_secret@github.com/acme/live.git"), "repositories[0].url: must not hold credentials with runs_on: ecs"},
 		{"missing container", replace(ecsRepo, "      container: runner\n", ""), `repositories[0].ecs.container: must name the task definition's container`},
 	}
 	for _, tc := range cases {

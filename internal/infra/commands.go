@@ -26,13 +26,15 @@ type unitCommand struct {
 	Role     string   // IAM role ARN to run as; "" runs as Gantry
 	Session  string   // the role session's name
 	// ECS, when set, runs the commands as an ECS task (commands_ecs.go);
-	// PlanObject names the plan file in its plan store.
+	// PlanObject names the plan file in its plan store; Execution, when
+	// set, is the execution's database id, which marks its tasks.
 	ECS        *ecsconfig.Config
 	PlanObject string
 	// OutputObject, on ECS, names where the task stores the main
 	// command's standard output, which run returns in ran.Stdout
 	// (rollback.go's shows).
 	OutputObject string
+	Execution    int64
 }
 
 // expand fills a command template's placeholders. Each placeholder is

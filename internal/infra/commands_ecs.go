@@ -26,13 +26,14 @@ func (e *ecsFailure) Error() string        { return e.reason }
 func (e *ecsFailure) Is(target error) bool { return target == errCannotRun }
 
 // planObject names an execution's plan file in the plan store: its
-// execution id and the plan attempt (when it began, to the second), so a
-// plan made again is another object and the apply fetches exactly the one
-// its plan step stored, which it checks by the SHA-256 of the plan file
-// the voters approved. (The second is the same read back from the
-// database: Bun writes times truncated to microseconds, never rounded up.)
+// execution id and the plan attempt (when it began, to the microsecond:
+// two attempts within one second are two objects), so a plan made again
+// is another object and the apply fetches exactly the one its plan step
+// stored, which it checks by the SHA-256 of the plan file the voters
+// approved. (The microsecond is the same read back from the database:
+// PostgreSQL keeps microseconds and Bun writes times truncated to them.)
 func planObject(x *models.Execution) string {
-	return fmt.Sprintf("%s/plan-%d.tfplan", x.ExecutionID, x.PlanStartedAt.Unix())
+	return fmt.Sprintf("%s/plan-%d.tfplan", x.ExecutionID, x.PlanStartedAt.UnixMicro())
 }
 
 // runOnECS is run for a repository with runs_on: ecs: the unit's commands
@@ -66,14 +67,14 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 	if c.OutputObject != "" {
 		spec.OutputPut = r.PlanKey(c.OutputObject)
 	}
-	command, err := spec.Command()
-	if err != nil {
-		return ran{}, err
-	}
 	env := append([]string{"TF_IN_AUTOMATION=1", "TF_INPUT=0"}, s.Env...)
-	res, err := r.Run(ctx, ecsrunner.Task{
-		Command: command, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout(),
-	}, sink)
+	task := ecsrunner.Task{Spec: &spec, Env: env, Role: c.Role, StartedBy: startedBy(c.Session), Timeout: s.commandTimeout()}
+	if c.Execution != 0 {
+		// An execution's tasks carry its id alone: a task of an earlier
+		// attempt still running (its worker died) is stopped first.
+		task.StartedBy, task.StopEarlier = fmt.Sprintf("gantry-execution-%d", c.Execution), true
+	}
+	res, err := r.Run(ctx, task, sink)
 	var start *ecsrunner.StartError
 	switch {
 	case errors.As(err, &start):
@@ -96,15 +97,25 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 		if out.Stdout, err = r.Output(ctx, spec.OutputPut); err != nil {
 			return out, err
 		}
+		// As for a plan file: exactly what the task stored, or nothing.
+		stored, said := reportedDigest(res.Output, "stored the output", spec.Store.Bucket, spec.OutputPut)
+		if got := ecsrunner.SHA256(out.Stdout); !said || got != stored {
+			return out, &ecsFailure{fmt.Sprintf("the output at s3://%s/%s has SHA-256 %s, not %q as the ECS task stored it: refusing it", spec.Store.Bucket, spec.OutputPut, got, stored)}
+		}
 	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
+		stored, said := reportedDigest(res.Output, "stored the plan file", spec.Store.Bucket, key)
 		plan, err := r.Plan(ctx, key)
 		var missing *types.NoSuchKey
 		switch {
-		case errors.As(err, &missing):
+		case errors.As(err, &missing) && !said:
 			// no plan file: PlanExecution says so if it needs one
 		case err != nil:
 			return out, err
+		case !said:
+			return out, &ecsFailure{fmt.Sprintf("a plan file is at s3://%s/%s, but the ECS task did not say it stored one: refusing it", spec.Store.Bucket, key)}
+		case ecsrunner.SHA256(plan) != stored:
+			return out, &ecsFailure{fmt.Sprintf("the plan file at s3://%s/%s has SHA-256 %s, not %s as the ECS task stored it: refusing it", spec.Store.Bucket, key, ecsrunner.SHA256(plan), stored)}
 		default:
 			if err := os.WriteFile(c.PlanFile, plan, 0o600); err != nil {
 				return out, err
@@ -130,6 +141,19 @@ var notStartedBy = regexp.MustCompile(`[^A-Za-z0-9/_-]`)
 // startedBy marks a task with the command's session (the execution id) in
 // ECS's alphabet.
 func startedBy(session string) string { return notStartedBy.ReplaceAllString(session, "-") }
+
+// reportedDigest is the SHA-256 the task reported for the object it
+// stored at key ("gantry ecs-task: WHAT at s3://BUCKET/KEY (SHA-256 X)"):
+// its last line of output, which `gantry ecs-task` writes after the
+// command ended (so no line of the command's own output can stand for it).
+func reportedDigest(output, what, bucket, key string) (string, bool) {
+	lines := strings.Split(strings.TrimSpace(output), "\n")
+	rest, ok := strings.CutPrefix(lines[len(lines)-1], fmt.Sprintf("gantry ecs-task: %s at s3://%s/%s (SHA-256 ", what, bucket, key))
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, ")")
+}
 
 // taskComplaint is the last line `gantry ecs-task` wrote about itself.
 func taskComplaint(output string) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,16 @@ func TestECS_planAndApplyRunAsTasks(t *testing.T) {
 	stored, ok := f.S3.Object(ecstasktest.Bucket, plan.PlanPut)
 	require.True(t, ok, "the plan file is in the plan store")
 	require.Equal(t, stored.Data, x.PlanFile, "Gantry keeps the plan file the task stored")
+	// The task carries the execution's id alone, and a task of an earlier
+	// attempt (none here) was looked for first, to be stopped.
+	mark := fmt.Sprintf(`"startedBy":"gantry-execution-%d"`, x.ID)
+	var ops []string
+	for _, c := range f.ECS.Calls() {
+		if strings.Contains(string(c.Body), mark) {
+			ops = append(ops, c.Operation)
+		}
+	}
+	require.Equal(t, []string{"ListTasks", "RunTask"}, ops)
 
 	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: x.ExecutionID, Voter: ada, Decision: "approve", Via: approvals.ViaDashboard})
 	require.NoError(t, err)
@@ -128,6 +139,23 @@ func TestECS_applyRefusesAPlanFileChangedInTheStore(t *testing.T) {
 	require.Contains(t, x.Error, "the ECS task could not prepare the unit: the plan file at s3://"+ecstasktest.Bucket+"/"+key+" has SHA-256 ")
 	require.Contains(t, x.Error, "refusing to apply it")
 	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC), "nothing was applied")
+}
+
+// TestECS_aPlanFileReplacedBeforeGantryReadsItIsRefused: the object the
+// plan task stored is replaced before Gantry reads it back (someone with
+// write access to the prefix): its SHA-256 is not the one the task
+// reported, so the plan fails and nothing reaches the vote (the
+// reviewer's finding 6).
+func TestECS_aPlanFileReplacedBeforeGantryReadsItIsRefused(t *testing.T) {
+	t.Parallel()
+	b, f := setupECS(t)
+	f.S3.AfterNextPut(func(bucket, key string) { f.S3.Put(bucket, key, []byte("another plan")) })
+	p := b.repo.OpenPR(7, b.vpcChange("vpc-v2"))
+	_, run := b.merge(t, p)
+	x := b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepPlanning)
+	key := taskSpecs(t, f)[0].PlanPut
+	require.Regexp(t, `^plan could not run: the plan file at s3://`+ecstasktest.Bucket+"/"+regexp.QuoteMeta(key)+` has SHA-256 [0-9a-f]{64}, not [0-9a-f]{64} as the ECS task stored it: refusing it$`, x.Error)
+	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
 }
 
 // TestECS_taskStoppedByECSFailsTheExecution: ECS stops the plan's task
@@ -321,6 +349,42 @@ func TestECS_newProviderResourcesAreReadByTasks(t *testing.T) {
 	require.True(t, ok)
 	require.Contains(t, string(state.Data), `"address":"filer_file.made"`)
 	require.NotContains(t, x.ApplyOutput, `"format_version"`, "the shows' JSON is not in the apply output")
+}
+
+// TestECS_aShowOutputReplacedInTheStoreIsRefused: the JSON a show task
+// stored is replaced before Gantry reads it (it decides what a rollback
+// destroys): its SHA-256 is not the one the task reported, so it is not
+// used, and the execution records why.
+func TestECS_aShowOutputReplacedInTheStoreIsRefused(t *testing.T) {
+	t.Parallel()
+	p := infratest.Filer(t)
+	b, f := setupECS(t, func(s *infra.Service) { s.Env = append(s.Env, p.Env()...) })
+	var tamper func(bucket, key string)
+	tamper = func(bucket, key string) {
+		if !strings.HasSuffix(key, "/show-plan.json") {
+			f.S3.AfterNextPut(tamper)
+			return
+		}
+		f.S3.Put(bucket, key, []byte(`{"format_version":"1.2","prior_state":{"values":{"root_module":{}}}}`))
+	}
+	f.S3.AfterNextPut(tamper)
+	made := filepath.Join(t.TempDir(), "made")
+	_, run := b.merge(t, b.repo.OpenPR(8, map[string]string{
+		infratest.VPC + "/filer.tf": p.Required() + infratest.FilerFile("made", fmt.Sprintf("%q", made), `"one"`, ""),
+	}))
+	b.approve(t, run, infratest.VPC)
+	require.FileExists(t, made, "applied by the ECS task")
+	x := b.mustExecution(t, run.ID, infratest.VPC)
+	var recs map[int64]models.NewResources
+	require.Eventually(t, func() bool {
+		var err error
+		recs, err = models.NewResourcesOfRun(b.ctx, b.DB.Bun, run.ID)
+		_, ok := recs[x.ID]
+		return err == nil && ok
+	}, time.Minute, 20*time.Millisecond)
+	require.Contains(t, recs[x.ID].Error, "show-plan.json has SHA-256 ")
+	require.Contains(t, recs[x.ID].Error, "as the ECS task stored it: refusing it")
+	require.Empty(t, recs[x.ID].Addresses)
 }
 
 // TestECS_failedRollbackReadsWhatIsLeftInATask: on ECS, what a failed

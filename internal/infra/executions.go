@@ -41,7 +41,7 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	}
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.PlanCommand,
-		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID, ECS: repo.ECS, PlanObject: planObject(x),
+		PlanFile: planFile, Role: x.PlanRoleARN, Session: x.ExecutionID, ECS: repo.ECS, PlanObject: planObject(x), Execution: x.ID,
 	}, s.outputSink(x.ID, models.StepPlanning))
 	if retryable(ctx, runErr) {
 		// The worker is stopping, or git or STS failed: River plans again
@@ -217,7 +217,7 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 	}
 	res, runErr := s.run(ctx, ws, unitCommand{
 		RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: x.ApplyCommand,
-		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS, PlanObject: planObject(x),
+		PlanFile: planFile, Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS, PlanObject: planObject(x), Execution: x.ID,
 	}, s.outputSink(x.ID, models.StepApplying))
 	if retryable(ctx, runErr) {
 		// The worker is stopping, or git or STS failed. Before the apply

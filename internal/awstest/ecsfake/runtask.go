@@ -2,6 +2,7 @@ package ecsfake
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -229,6 +230,14 @@ func (s *Server) runTask(body []byte) (any, *apiError) {
 	if req.Group != nil {
 		group = *req.Group
 	}
+	var raw struct {
+		Overrides json.RawMessage `json:"overrides"`
+	}
+	_ = json.Unmarshal(body, &raw)
+	var compact bytes.Buffer
+	if len(raw.Overrides) > 0 && json.Compact(&compact, raw.Overrides) == nil && compact.Len() > MaxOverrides {
+		return nil, invalidParameter("Container Overrides length must be at most %d", MaxOverrides)
+	}
 	var overrides []containerOverride
 	var overridesDoc json.RawMessage
 	if o := req.Overrides; o != nil {
@@ -283,6 +292,10 @@ func (s *Server) runTask(body []byte) (any, *apiError) {
 
 // startProcess runs the task's first container's command (the server's
 // lock held); a task definition without a command runs nothing.
+// MaxOverrides is ECS's limit on RunTask's overrides: 8,192 characters of
+// their JSON, formatting included.
+const MaxOverrides = 8192
+
 func (s *Server) startProcess(t *task, overrides []containerOverride, now time.Time) error {
 	container := t.def.containers[0]
 	var argv []string

@@ -20,6 +20,7 @@ package logsfake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,7 +81,7 @@ type event struct {
 }
 
 type fault struct {
-	times         int
+	times, status int
 	code, message string
 }
 
@@ -136,11 +137,19 @@ func (s *Server) Events(group, stream string) []string {
 	return out
 }
 
-// Throttle makes the next n calls of op fail with ThrottlingException.
+// Throttle makes the next n calls of op fail with ThrottlingException
+// (n < 0: every call from now on).
 func (s *Server) Throttle(op string, n int) {
+	s.FailNext(op, n, http.StatusBadRequest, "ThrottlingException", "Rate exceeded")
+}
+
+// FailNext answers the next n calls of op (n < 0: every call from now on)
+// with an error of the given HTTP status and error code, e.g. 500
+// ServiceUnavailableException or 400 AccessDeniedException.
+func (s *Server) FailNext(op string, n, status int, code, message string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults[op] = append(s.faults[op], fault{times: n, code: "ThrottlingException", message: "Rate exceeded"})
+	s.faults[op] = append(s.faults[op], fault{times: n, status: status, code: code, message: message})
 }
 
 // Calls are the requests answered so far.
@@ -150,7 +159,10 @@ func (s *Server) Calls() []Call {
 	return append([]Call(nil), s.calls...)
 }
 
-type apiError struct{ code, message string }
+type apiError struct {
+	status        int // 0: 400
+	code, message string
+}
 
 var operations = map[string]func(*Server, []byte) (any, *apiError){
 	"GetLogEvents": (*Server).getLogEvents,
@@ -167,7 +179,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call := Call{Operation: op, Body: body, Status: http.StatusOK}
 	w.Header().Set("Content-Type", contentType)
 	if apiErr != nil {
-		call.Status, call.Error = http.StatusBadRequest, apiErr.code
+		call.Status, call.Error = cmp.Or(apiErr.status, http.StatusBadRequest), apiErr.code
 		w.Header().Set("X-Amzn-ErrorType", apiErr.code)
 		out = map[string]string{"__type": apiErr.code, "message": apiErr.message}
 	}
@@ -179,27 +191,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handle(r *http.Request, op string, body []byte, readErr error) (any, *apiError) {
 	if r.Method != http.MethodPost || r.URL.Path != "/" {
-		return nil, &apiError{"UnknownOperationException", fmt.Sprintf("%s %s is not a CloudWatch Logs request", r.Method, r.URL.Path)}
+		return nil, &apiError{0, "UnknownOperationException", fmt.Sprintf("%s %s is not a CloudWatch Logs request", r.Method, r.URL.Path)}
 	}
 	if readErr != nil {
-		return nil, &apiError{"SerializationException", readErr.Error()}
+		return nil, &apiError{0, "SerializationException", readErr.Error()}
 	}
 	if f := s.verifier.Check(r, body, time.Now()); f != nil {
-		return nil, &apiError{f.Code, f.Message}
+		return nil, &apiError{code: f.Code, message: f.Message}
 	}
 	run, ok := operations[op]
 	if !ok {
-		return nil, &apiError{"UnknownOperationException", fmt.Sprintf("operation %q is not implemented by logsfake", op)}
+		return nil, &apiError{0, "UnknownOperationException", fmt.Sprintf("operation %q is not implemented by logsfake", op)}
 	}
 	if ct := r.Header.Get("Content-Type"); ct != contentType {
-		return nil, &apiError{"SerializationException", "Content-Type must be " + contentType}
+		return nil, &apiError{0, "SerializationException", "Content-Type must be " + contentType}
 	}
 	if fs := s.faults[op]; len(fs) > 0 {
 		f := fs[0]
-		if fs[0].times--; fs[0].times <= 0 {
-			s.faults[op] = fs[1:]
+		if f.times > 0 {
+			if fs[0].times--; fs[0].times == 0 {
+				s.faults[op] = fs[1:]
+			}
 		}
-		return nil, &apiError{f.code, f.message}
+		return nil, &apiError{f.status, f.code, f.message}
 	}
 	return run(s, body)
 }
@@ -208,7 +222,7 @@ func decode(body []byte, v any) *apiError {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return &apiError{"SerializationException", err.Error()}
+		return &apiError{0, "SerializationException", err.Error()}
 	}
 	return nil
 }
@@ -221,15 +235,15 @@ func (s *Server) stream(group, identifier, stream string) ([]event, *apiError) {
 			group = strings.TrimSuffix(identifier[i+len(":log-group:"):], ":*")
 		}
 	} else if identifier != "" {
-		return nil, &apiError{"InvalidParameterException", "LogGroupName and LogGroupIdentifier are mutually exclusive parameters."}
+		return nil, &apiError{0, "InvalidParameterException", "LogGroupName and LogGroupIdentifier are mutually exclusive parameters."}
 	}
 	g, ok := s.groups[group]
 	if !ok {
-		return nil, &apiError{"ResourceNotFoundException", "The specified log group does not exist."}
+		return nil, &apiError{0, "ResourceNotFoundException", "The specified log group does not exist."}
 	}
 	events, ok := g[stream]
 	if !ok {
-		return nil, &apiError{"ResourceNotFoundException", "The specified log stream does not exist."}
+		return nil, &apiError{0, "ResourceNotFoundException", "The specified log stream does not exist."}
 	}
 	return events, nil
 }
@@ -256,12 +270,12 @@ func (s *Server) getLogEvents(body []byte) (any, *apiError) {
 		return nil, err
 	}
 	if req.LogStreamName == "" {
-		return nil, &apiError{"InvalidParameterException", "1 validation error detected: Value null at 'logStreamName' failed to satisfy constraint: Member must not be null"}
+		return nil, &apiError{0, "InvalidParameterException", "1 validation error detected: Value null at 'logStreamName' failed to satisfy constraint: Member must not be null"}
 	}
 	limit := maxEvents
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > maxEvents {
-			return nil, &apiError{"InvalidParameterException", fmt.Sprintf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value between 1 and 10000", *req.Limit)}
+			return nil, &apiError{0, "InvalidParameterException", fmt.Sprintf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value between 1 and 10000", *req.Limit)}
 		}
 		limit = *req.Limit
 	}
@@ -275,7 +289,7 @@ func (s *Server) getLogEvents(body []byte) (any, *apiError) {
 		dir, digits, _ := strings.Cut(req.NextToken, "/")
 		pos, err := strconv.Atoi(digits)
 		if err != nil || len(digits) != 56 || (dir != "f" && dir != "b") || pos < 0 || pos > len(events) {
-			return nil, &apiError{"InvalidParameterException", "The specified nextToken is invalid."}
+			return nil, &apiError{0, "InvalidParameterException", "The specified nextToken is invalid."}
 		}
 		if dir == "f" {
 			from, to = pos, min(pos+limit, len(events))
@@ -308,7 +322,7 @@ func (s *Server) putLogEvents(body []byte) (any, *apiError) {
 		return nil, err
 	}
 	if len(req.LogEvents) == 0 {
-		return nil, &apiError{"InvalidParameterException", "1 validation error detected: Value '[]' at 'logEvents' failed to satisfy constraint: Member must have length greater than or equal to 1"}
+		return nil, &apiError{0, "InvalidParameterException", "1 validation error detected: Value '[]' at 'logEvents' failed to satisfy constraint: Member must have length greater than or equal to 1"}
 	}
 	if _, apiErr := s.stream(req.LogGroupName, "", req.LogStreamName); apiErr != nil {
 		return nil, apiErr

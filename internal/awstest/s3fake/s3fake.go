@@ -43,9 +43,10 @@ type Server struct {
 
 	verifier sigv4check.Verifier
 
-	mu      sync.Mutex
-	buckets map[string]map[string]Object
-	calls   []Call
+	mu       sync.Mutex
+	buckets  map[string]map[string]Object
+	afterPut []func(bucket, key string)
+	calls    []Call
 }
 
 // Object is a stored object.
@@ -105,6 +106,15 @@ func (s *Server) Put(bucket, key string, data []byte) {
 	s.buckets[bucket][key] = newObject(data, "", nil)
 }
 
+// AfterNextPut runs fn once, with the bucket's lock released, right after
+// the next successful PutObject: the way to tamper with an object between
+// its writer's PutObject and its reader's GetObject.
+func (s *Server) AfterNextPut(fn func(bucket, key string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterPut = append(s.afterPut, fn)
+}
+
 // Calls are the requests answered so far.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
@@ -148,6 +158,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.calls = append(s.calls, call)
+	if r.Method == http.MethodPut && call.Status == http.StatusOK && len(s.afterPut) > 0 {
+		fn := s.afterPut[0]
+		s.afterPut = s.afterPut[1:]
+		s.mu.Unlock()
+		fn(bucket, key)
+		s.mu.Lock()
+	}
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request, bucket, key string, body []byte, readErr error) *s3Error {

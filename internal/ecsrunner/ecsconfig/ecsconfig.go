@@ -72,16 +72,18 @@ func (c Config) Store() (bucket, prefix string) {
 }
 
 var (
-	region    = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
-	name      = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
-	arnOf     = regexp.MustCompile(`^arn:aws[a-z-]*:ecs:[a-z0-9-]+:\d{12}:`)
-	taskDef   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}(:\d+)?$`)
-	subnet    = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
-	group     = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
-	role      = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,128}$`)
-	bucket    = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
-	logGroup  = regexp.MustCompile(`^[\w/.#-]{1,512}$`)
-	logPrefix = regexp.MustCompile(`^[^:*/][^:*]{0,510}$`)
+	region   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d$`)
+	name     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
+	arnOf    = regexp.MustCompile(`^arn:aws[a-z-]*:ecs:[a-z0-9-]+:\d{12}:`)
+	taskDef  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}(:\d+)?$`)
+	subnet   = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	group    = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	role     = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,128}$`)
+	bucket   = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	logGroup = regexp.MustCompile(`^[\w/.#-]{1,512}$`)
+	// ECS's log stream names: no colon or asterisk; nor control characters
+	// (NUL included), which no awslogs-stream-prefix holds.
+	logPrefix = regexp.MustCompile(`^[^:*/\x00-\x1f\x7f][^:*\x00-\x1f\x7f]{0,510}$`)
 )
 
 // Problem is one field that is wrong, named as in gantry.yaml.
@@ -145,7 +147,8 @@ func (c Config) Check() []Problem {
 			add("start_timeout", "must be a duration of at least 1m, such as 10m (got %q)", c.StartTimeout)
 		}
 	}
-	for field, e := range map[string]string{"endpoints.ecs": c.Endpoints.ECS, "endpoints.logs": c.Endpoints.Logs, "endpoints.s3": c.Endpoints.S3} {
+	for _, fe := range [...]struct{ field, e string }{{"endpoints.ecs", c.Endpoints.ECS}, {"endpoints.logs", c.Endpoints.Logs}, {"endpoints.s3", c.Endpoints.S3}} {
+		field, e := fe.field, fe.e
 		if e == "" {
 			continue
 		}
