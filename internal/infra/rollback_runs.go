@@ -428,15 +428,16 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 			return s.advance(ctx, tx, run, actor)
 		}
 		// What was left stays recorded until the retry's apply says otherwise.
-		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackRetried, actor,
-			map[string]any{"cfg_path": x.CfgPath, "reason": reason, "error": x.Error}); err != nil {
+		retried, err := s.logged(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackRetried, actor,
+			map[string]any{"cfg_path": x.CfgPath, "reason": reason, "error": x.Error})
+		if err != nil {
 			return err
 		}
 		x.Status, x.Error, x.FinishedAt, x.ReadyAt, x.StartedAt = models.ExecRunning, "", nil, ptr(s.now()), ptr(s.now())
 		if err := models.UpdateExecution(ctx, tx, x, "status", "error", "finished_at", "ready_at", "started_at"); err != nil {
 			return err
 		}
-		return s.planAgain(ctx, tx, run, x, actor)
+		return s.planAgain(ctx, tx, run, x, actor, retried)
 	})
 }
 
