@@ -246,6 +246,12 @@ func recordRollbackLeft(ctx context.Context, tx bun.IDB, id int64, remaining []s
 
 // showState runs the unit's init and `show -json` in a checkout of commit.
 func (s *Service) showState(ctx context.Context, ws string, x *models.Execution, repo *models.Repository, commit string) ([]byte, error) {
+	return s.showAt(ctx, ws, "left", x, x.ApplyRoleARN, repo, commit, "")
+}
+
+// showAt runs the unit's init and `show -json` (of planFile when given)
+// through role in a checkout of commit under ws/name.
+func (s *Service) showAt(ctx context.Context, ws, name string, x *models.Execution, role string, repo *models.Repository, commit, planFile string) ([]byte, error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {
 		return nil, err
@@ -254,19 +260,22 @@ func (s *Service) showState(ctx context.Context, ws string, x *models.Execution,
 	if err != nil {
 		return nil, fmt.Errorf("fetching %s: %w", commit, err)
 	}
-	checkout := filepath.Join(ws, "left")
+	checkout := filepath.Join(ws, name)
 	if err := mirror.Checkout(ctx, commit, checkout); err != nil {
 		return nil, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), checkout) }()
 	deadline := time.Now().Add(s.commandTimeout())
-	c := unitCommand{Unit: x.CfgPath, Main: x.InitCommand, Role: x.ApplyRoleARN, Session: x.ExecutionID}
+	c := unitCommand{Unit: x.CfgPath, Main: x.InitCommand, PlanFile: planFile, Role: role, Session: x.ExecutionID}
 	if len(c.Main) > 0 {
 		if _, err := s.captured(ctx, checkout, c, deadline); err != nil {
 			return nil, err
 		}
 	}
 	c.Main = show
+	if planFile != "" {
+		c.Main = append(show, "{plan_file}")
+	}
 	return s.captured(ctx, checkout, c, deadline)
 }
 
