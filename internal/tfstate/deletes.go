@@ -14,7 +14,7 @@ import (
 // destroys.
 func PlannedDeletes(planJSON []byte) ([]string, error) {
 	var p struct {
-		FormatVersion   string `json:"format_version"`
+		FormatVersion   string          `json:"format_version"`
 		PlannedValues   json.RawMessage `json:"planned_values"`
 		ResourceChanges []struct {
 			Address string `json:"address"`
