@@ -281,6 +281,9 @@ func (s *Service) AbortRun(ctx context.Context, runID int64, actor, reason strin
 		kinds := []string{jobs.PlanExecutionArgs{}.Kind(), jobs.ApplyExecutionArgs{}.Kind()}
 		for i := range xs {
 			x := &xs[i]
+			if err := s.rollbackAbortStatus(ctx, tx, run, x, actor); err != nil { // rollback_statuses.go
+				return err
+			}
 			if x.Ended() {
 				continue
 			}

@@ -425,6 +425,9 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 			}
 			return apperr.New(apperr.Conflict, "Rollback %s is %s: only a failed rollback waits for this choice.", x.ExecutionID, state)
 		}
+		if run.Ended() {
+			return apperr.New(apperr.Conflict, "Run %d is %s: what its rollbacks left is an operator's to deal with by hand.", run.ID, run.Status)
+		}
 		if choice == RollbackChoiceResolved {
 			rb.ResolvedBy, rb.ResolvedReason, rb.ResolvedAt = actor, reason, ptr(s.now())
 			if err := models.UpdateRollback(ctx, tx, rb, "resolved_by", "resolved_reason", "resolved_at"); err != nil {
@@ -432,6 +435,9 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 			}
 			if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackResolved, actor,
 				map[string]any{"cfg_path": x.CfgPath, "reason": reason, "remaining": rb.Remaining}); err != nil {
+				return err
+			}
+			if err := s.rollbackStatus(ctx, tx, run, x, github.StateSuccess, "rollback marked resolved by "+actor); err != nil {
 				return err
 			}
 			return s.advance(ctx, tx, run, actor)
@@ -444,6 +450,9 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 		}
 		x.Status, x.Error, x.FinishedAt, x.ReadyAt, x.StartedAt = models.ExecRunning, "", nil, ptr(s.now()), ptr(s.now())
 		if err := models.UpdateExecution(ctx, tx, x, "status", "error", "finished_at", "ready_at", "started_at"); err != nil {
+			return err
+		}
+		if err := s.rollbackStatus(ctx, tx, run, x, github.StatePending, "rollback retried by "+actor+": planning the destroy again"); err != nil {
 			return err
 		}
 		return s.planAgain(ctx, tx, run, x, actor, retried)

@@ -222,14 +222,19 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	// Retried: planned again and put to the voters again; rejected this
 	// time, it fails again and keeps what was left.
 	require.NoError(t, b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceRetry, "ops@example.com", "trying once more"))
+	st = b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "pending")
+	require.Equal(t, "rollback retried by ops@example.com: planning the destroy again", st.Description)
 	require.Equal(t, approval.Rejected, b.voteRollback(t, run, infratest.VPC, "reject", 2).State)
 	b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepVoting)
 	recs, err = models.RollbacksOfRun(b.ctx, b.DB.Bun, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, rec.Remaining, recs[rb.ID].Remaining)
 
+	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "failure")
 	require.NoError(t, b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceResolved, "ops@example.com", "removed by hand"))
 	b.WaitRun(t, run.ID, models.RunFailed)
+	st = b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "success")
+	require.Equal(t, "rollback marked resolved by ops@example.com", st.Description)
 	entries, err = models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventRollbackResolved, Deployment: infra.DeploymentID(run), Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
@@ -237,6 +242,61 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Equal(t, "removed by hand", entries[0].Detail["reason"])
 	err = b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceRetry, "ops@example.com", "")
 	require.ErrorContains(t, err, "marked resolved by ops@example.com")
+}
+
+// Aborting a run that rolls back ends its rollbacks' commit statuses: a
+// rollback that had not ended is aborted (error), one held for an
+// operator says the run was aborted (never left asking for a choice
+// Gantry no longer takes), and neither can be retried or resolved.
+func TestRollback_abortEndsTheRollbackStatuses(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	files := filerUnit(p, infratest.VPC, out, false)
+	files[infratest.RDS+"/main.tf"] = failingRDS(b)
+	sha, run := b.merge(t, b.repo.OpenPR(47, files))
+	b.approve(t, run, infratest.VPC)
+	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "pending")
+
+	require.NoError(t, b.Infra.AbortRun(b.ctx, run.ID, "ops@example.com", "taking over"))
+	b.WaitRun(t, run.ID, models.RunFailed)
+	st := b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "error")
+	require.Equal(t, "rollback aborted by ops@example.com: what it had not destroyed is left", st.Description)
+	for _, choice := range []string{infra.RollbackChoiceRetry, infra.RollbackChoiceResolved} {
+		err := b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, choice, "ops@example.com", "")
+		require.ErrorContains(t, err, "is aborted", choice)
+	}
+}
+
+// A rollback held for an operator when its run is aborted: its status
+// says so, and it can no longer be retried or marked resolved (the run
+// is over: that would start or end it again).
+func TestRollback_abortWhileARollbackIsHeld(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	files := filerUnit(p, infratest.VPC, out, true)
+	files[infratest.RDS+"/main.tf"] = failingRDS(b)
+	sha, run := b.merge(t, b.repo.OpenPR(48, files))
+	b.approve(t, run, infratest.VPC)
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "failure")
+
+	require.NoError(t, b.Infra.AbortRun(b.ctx, run.ID, "ops@example.com", "taking over"))
+	b.WaitRun(t, run.ID, models.RunFailed)
+	servertest.WaitFor(t, func() (bool, string) {
+		st, _ := b.GitHub.Latest(sha, infra.RollbackStatusContext(infratest.VPC))
+		return st.Description == "rollback failed and its run was aborted by ops@example.com: destroy what is left by hand", st.Description
+	})
+	for _, choice := range []string{infra.RollbackChoiceRetry, infra.RollbackChoiceResolved} {
+		err := b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, choice, "ops@example.com", "")
+		require.ErrorContains(t, err, "what its rollbacks left is an operator's to deal with by hand", choice)
+	}
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventRunFailed, Deployment: infra.DeploymentID(run), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the run ended once")
 }
 
 // The seed's revert: a pull request adds a unit with a new provider and is
