@@ -377,7 +377,7 @@ func (s *Service) insertDeletedRollbacks(ctx context.Context, tx jobs.Tx, repo *
 	for i := range found {
 		d := &found[i]
 		rb := &models.Rollback{RollbackOf: d.of.ID, Reason: models.RollbackUnitDeleted, Commit: d.commit, Addresses: d.addrs}
-		if err := s.insertRollback(ctx, tx, repo, run, &d.of, rb, "gantry"); err != nil {
+		if err := s.insertRollback(ctx, tx, repo, run, withCurrentPolicy(repo, d.of), rb, "gantry"); err != nil {
 			return err
 		}
 	}

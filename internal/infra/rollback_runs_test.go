@@ -319,9 +319,13 @@ func TestRollback_revertedUnitFromTheLastCommitWhereItExisted(t *testing.T) {
 		require.FileExists(t, filepath.Join(out, f))
 	}
 
+	// The account's voters change before the revert: today's decide it.
+	b.Sync(t, b.repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1))
 	revert := map[string]string{unit: ""}
 	_, run2 := b.merge(t, b.repo.OpenPR(44, revert))
 	rb := b.waitRollback(t, run2.ID, unit, models.ExecRunning, models.StepVoting)
+	require.Equal(t, []string{ada}, rb.Voters, "the account's voters now, not those of the run that applied it")
+	require.True(t, strings.HasPrefix(rb.ExecutionID, "rollback-43-"), "named after the execution it rolls back: %s", rb.ExecutionID)
 	run2 = b.WaitRun(t, run2.ID, models.RunRunning)
 	require.Equal(t, []string{unit}, run2.DeletedUnits)
 	recs, err := models.RollbacksOfRun(b.ctx, b.DB.Bun, run2.ID)
