@@ -60,9 +60,10 @@ func RollbackExecutionID(executionID string) string {
 	return "rollback-" + strings.TrimPrefix(executionID, "run-")
 }
 
-// destroyPlan is a plan command that destroys exactly addresses: the
-// unit's plan command with -destroy and one -target per address added at
-// its end (after the presets' `--`, Terragrunt passes them to terraform).
+// destroyPlan is a plan command that destroys addresses: the unit's plan
+// command with -destroy and one -target per address added at its end
+// (after the presets' `--`, Terragrunt passes them to terraform). Terraform
+// also destroys what depends on them: rollbackScope refuses such a plan.
 func destroyPlan(plan, addresses []string) []string {
 	out := append(slices.Clone(plan), "-destroy")
 	for _, a := range addresses {
