@@ -402,6 +402,30 @@ func waitCycle(states []State) []string {
 // every rollback of the run goes one at a time, newest first, so that
 // something can always start.
 func rollbackOrder(rollbacks []State) map[int64][]int64 {
+	waitsOn := rollbackDeps(rollbacks)
+	if !cyclic(rollbacks, waitsOn) {
+		return waitsOn
+	}
+	for _, r := range rollbacks {
+		waitsOn[r.ID] = nil
+		for _, o := range rollbacks {
+			if o.RollbackOf > r.RollbackOf || (o.RollbackOf == r.RollbackOf && o.ID > r.ID) {
+				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
+			}
+		}
+	}
+	return waitsOn
+}
+
+// RollbacksInTurn reports whether a run's rollbacks go one at a time,
+// newest first, because their runs' dependencies disagree (rollbackOrder).
+func RollbacksInTurn(rollbacks []State) bool {
+	return cyclic(rollbacks, rollbackDeps(rollbacks))
+}
+
+// rollbackDeps is the order of rollbacks from their dependencies and,
+// for one unit, newest first.
+func rollbackDeps(rollbacks []State) map[int64][]int64 {
 	waitsOn := make(map[int64][]int64, len(rollbacks))
 	for _, r := range rollbacks {
 		for _, o := range rollbacks {
@@ -412,17 +436,6 @@ func rollbackOrder(rollbacks []State) map[int64][]int64 {
 					waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
 				}
 			case slices.Contains(o.CfgDeps, r.CfgPath), o.Account != r.Account && slices.Contains(o.AccountDeps, r.Account):
-				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
-			}
-		}
-	}
-	if !cyclic(rollbacks, waitsOn) {
-		return waitsOn
-	}
-	for _, r := range rollbacks {
-		waitsOn[r.ID] = nil
-		for _, o := range rollbacks {
-			if o.RollbackOf > r.RollbackOf || (o.RollbackOf == r.RollbackOf && o.ID > r.ID) {
 				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
 			}
 		}

@@ -119,6 +119,8 @@ func TestNext_rollback(t *testing.T) {
 			{ID: 13, CfgPath: "a/u1", Account: "a", CfgDeps: []string{"a/u2"}, Status: W, RollbackOf: 3}, // run B
 			{ID: 14, CfgPath: "a/u2", Account: "a", Status: W, RollbackOf: 4},                            // run B
 		}
+		require.True(t, infrarun.RollbacksInTurn(states))
+		require.False(t, infrarun.RollbacksInTurn(states[:2]), "one run's order has no cycle")
 		for _, want := range []int64{14, 13, 12, 11} {
 			step := infrarun.Next(states)
 			require.False(t, step.Done)
