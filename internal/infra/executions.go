@@ -58,7 +58,9 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 	}
 	var beyond error // a rollback's plan destroying more than it says (rollback_scope.go)
 	if ok && changes && x.RollbackOf != nil {
-		beyond = s.rollbackScope(ctx, ws, x, repo, commit, planFile)
+		if beyond = s.rollbackScope(ctx, ws, x, repo, commit, planFile); ctx.Err() != nil {
+			return fmt.Errorf("checking the destroy plan of %s: %w", x.ExecutionID, context.Cause(ctx)) // River plans again
+		}
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
