@@ -212,6 +212,8 @@ type AgentTasks struct {
 	Tag              string      `json:"tag"`
 	HeartbeatSeconds int         `json:"heartbeat_seconds"`
 	Tasks            []AgentTask `json:"tasks"`
+	// Steps are pipeline steps to run once each (agent_steps.go).
+	Steps []AgentStep `json:"steps"`
 }
 
 // AgentTask is one task an agent runs (Run) or stops.

@@ -88,7 +88,11 @@ type RunDetail struct {
 // executions, Approvals) leave out the votes and outputs; Client.Execution
 // fills them in.
 type Execution struct {
-	ExecutionID       string     `json:"execution_id"`
+	ExecutionID string `json:"execution_id"`
+	// IsRollback marks a rollback execution: it destroys the resources of
+	// new providers that an execution of the run (or of an earlier run,
+	// for a deleted unit) introduced.
+	IsRollback        bool       `json:"is_rollback"`
 	RunID             int64      `json:"run_id"`
 	CfgPath           string     `json:"cfg_path"`
 	CfgDeps           []string   `json:"cfg_deps"` // the run's units this one runs after
@@ -113,6 +117,10 @@ type Execution struct {
 	StartedAt         *time.Time `json:"started_at,omitempty"`
 	PlanStartedAt     *time.Time `json:"plan_started_at,omitempty"`
 	FinishedAt        *time.Time `json:"finished_at,omitempty"`
+	// Ripple says why the run gained it (a unit it reads changed its
+	// outputs); OutputsChanged is what its apply did to its unit's outputs.
+	Ripple         *Ripple         `json:"ripple,omitempty"`
+	OutputsChanged *OutputsChanged `json:"outputs_changed,omitempty"`
 
 	// Only from Client.Execution:
 
@@ -131,6 +139,56 @@ type Execution struct {
 	PlanOutput      string   `json:"plan_output,omitempty"`
 	ApplyOutput     string   `json:"apply_output,omitempty"`
 	RunURL          string   `json:"run_url,omitempty"`
+	// NewProviders and NewResources are what the apply introduced to the
+	// unit, which a rollback destroys if the run fails.
+	NewProviders []string `json:"new_providers,omitempty"`
+	NewResources []string `json:"new_resources,omitempty"`
+	// Rollback is the record of a rollback execution.
+	Rollback *Rollback `json:"rollback,omitempty"`
+}
+
+// Ripple is why a run gained an execution: the unit it reads changed
+// outputs in that run.
+type Ripple struct {
+	Source          string   `json:"source"`           // the unit whose outputs changed
+	SourceExecution string   `json:"source_execution"` // its execution_id
+	Outputs         []string `json:"outputs"`
+	Reason          string   `json:"reason"`
+}
+
+// OutputsChanged is what an apply did to its unit's outputs.
+type OutputsChanged struct {
+	Outputs []string `json:"outputs"` // names, never values
+	Readers []string `json:"readers"` // the units added to the run because of it
+	// CompareError: the outputs could not be compared, every reader was
+	// added; Error: the readers could not be worked out.
+	CompareError string `json:"compare_error,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// Why a rollback was made.
+const (
+	RollbackRunFailed   = "run-failed"   // an execution of its run failed, was rejected or aborted
+	RollbackUnitDeleted = "unit-deleted" // a merge deleted the unit (the last commit where it existed is Commit)
+)
+
+// Rollback is what a rollback execution destroys and what became of it.
+type Rollback struct {
+	RollbackOf string   `json:"rollback_of"` // the execution id it rolls back
+	Reason     string   `json:"reason"`
+	Commit     string   `json:"commit"` // the commit it plans and applies
+	Addresses  []string `json:"addresses"`
+	// Remaining is what a failed one left in the state; nil while unknown
+	// (RemainingError says why when the state could not be read).
+	Remaining      []string `json:"remaining"`
+	RemainingError string   `json:"remaining_error,omitempty"`
+	// Held: it failed and waits for an operator to retry it or mark it
+	// resolved (POST /api/v1/infra/executions/{id}/rollback-retry or
+	// rollback-resolved); the run holds its merge lock meanwhile.
+	Held           bool       `json:"held"`
+	ResolvedBy     string     `json:"resolved_by,omitempty"`
+	ResolvedReason string     `json:"resolved_reason,omitempty"`
+	ResolvedAt     *time.Time `json:"resolved_at,omitempty"`
 }
 
 // Ended reports whether the execution is over.

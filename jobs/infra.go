@@ -29,6 +29,9 @@ type Infra interface {
 	RunDriftCheck(ctx context.Context, checkID int64) error
 	FailDriftCheck(ctx context.Context, checkID int64, why error) error
 	NotifyDrift(ctx context.Context, checkID int64) error
+	// NotifyRollbackHeld mails the operators of a failed rollback
+	// (jobs/infra_rollback.go).
+	NotifyRollbackHeld(ctx context.Context, executionID int64) error
 	// GiveUp ends what a job was doing when its last attempt failed: the
 	// plan, execution or run fails with why, and a run releases its merge
 	// lock, instead of waiting forever for a job that will not come back.
@@ -102,6 +105,7 @@ func InfraArea(infra Infra) Area {
 			river.AddWorker(w, &DriftSweepWorker{Infra: infra})
 			river.AddWorker(w, &DriftPlanWorker{Infra: infra})
 			river.AddWorker(w, &NotifyDriftWorker{Infra: infra})
+			river.AddWorker(w, &NotifyRollbackHeldWorker{Infra: infra})
 			river.AddWorker(w, &ReconcileInfraWorker{Infra: infra})
 		},
 		Periodic: []*river.PeriodicJob{

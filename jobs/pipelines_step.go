@@ -27,6 +27,11 @@ func (DoPipelineStepArgs) InsertOpts() river.InsertOpts {
 // so a redelivered job finds the step done and does nothing. A worker
 // killed mid-command leaves the step running; River runs the job again and
 // the command runs again, to one completion.
+//
+// A step with runs_on: agent runs on its host's agent instead: its job
+// writes the dispatch and then watches, snoozing between looks (it holds
+// no worker while the agent runs the command), until the agent's report
+// has ended the step or the agent has gone silent, which fails it.
 type DoPipelineStepWorker struct {
 	river.WorkerDefaults[DoPipelineStepArgs]
 	Pipelines Pipelines

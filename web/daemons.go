@@ -275,6 +275,7 @@ func (s *daemonsHandlers) apiPollAgent(c echo.Context) error {
 		out.Tasks = append(out.Tasks, daemonAgentTaskJSON{ID: t.ID, Environment: t.Environment, Version: t.Version, Run: t.Run,
 			Command: t.Command, Env: t.Env})
 	}
+	out.Steps = agentStepsJSONOf(a.Steps)
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -204,6 +204,8 @@ type daemonAgentTasksJSON struct {
 	Tag              string                `json:"tag"`
 	HeartbeatSeconds int                   `json:"heartbeat_seconds"`
 	Tasks            []daemonAgentTaskJSON `json:"tasks"`
+	// Steps are pipeline steps to run once (pipelines_agent.go).
+	Steps []agentStepJSON `json:"steps"`
 }
 
 type daemonReportRequest struct {

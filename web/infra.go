@@ -306,6 +306,9 @@ func (s *infraHandlers) apiGetExecution(c echo.Context) error {
 	if err := withNewResources(ctx, s.DB.Bun, x, &out); err != nil { // infra_rollback.go
 		return err
 	}
+	if err := withRollback(ctx, s.DB.Bun, x, &out); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -152,6 +152,8 @@ type infraExecutionDetailJSON struct {
 	// introduced to the unit, which a rollback destroys ([] when nothing).
 	NewProviders []string `json:"new_providers"`
 	NewResources []string `json:"new_resources"`
+	// Rollback is what a rollback execution destroys (infra_rollback.go).
+	Rollback *infraRollbackJSON `json:"rollback,omitempty"`
 }
 
 // infraVoteJSON is one vote as cast (client.Vote).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/uptrace/bun"
@@ -135,6 +136,39 @@ func infraRollbackSection(ctx context.Context, db bun.IDB, run *models.Run, xs [
 		sec.Note = "The resources of new providers this run's deployments introduced were destroyed."
 	}
 	return sec, nil
+}
+
+// infraRollbackJSON is a rollback execution's record (client.Rollback).
+type infraRollbackJSON struct {
+	RollbackOf string   `json:"rollback_of"` // the execution id it rolls back
+	Reason     string   `json:"reason"`      // run-failed or unit-deleted
+	Commit     string   `json:"commit"`      // the commit it plans and applies
+	Addresses  []string `json:"addresses"`
+	// Remaining is what a failed one left in the state; null while
+	// unknown (RemainingError says why when it could not be read).
+	Remaining      []string   `json:"remaining"`
+	RemainingError string     `json:"remaining_error,omitempty"`
+	Held           bool       `json:"held"` // failed and waiting for an operator's retry or resolved
+	ResolvedBy     string     `json:"resolved_by,omitempty"`
+	ResolvedReason string     `json:"resolved_reason,omitempty"`
+	ResolvedAt     *time.Time `json:"resolved_at,omitempty"`
+}
+
+// withRollback adds a rollback execution's record to its detail.
+func withRollback(ctx context.Context, db bun.IDB, x *models.Execution, out *infraExecutionDetailJSON) error {
+	if x.RollbackOf == nil {
+		return nil
+	}
+	rb, err := models.RollbackByExecution(ctx, db, x.ID)
+	if err != nil {
+		return err
+	}
+	out.Rollback = &infraRollbackJSON{
+		RollbackOf: rollbackOfID(ctx, db, *x.RollbackOf), Reason: rb.Reason, Commit: rb.Commit, Addresses: nonNilSlice(rb.Addresses),
+		Remaining: rb.Remaining, RemainingError: rb.RemainingError, Held: x.Status == models.ExecFailed && !rb.Resolved(),
+		ResolvedBy: rb.ResolvedBy, ResolvedReason: rb.ResolvedReason, ResolvedAt: rb.ResolvedAt,
+	}
+	return nil
 }
 
 // rollbackOfID is the execution id of the execution row id; "" when it

@@ -90,6 +90,7 @@ func TestGitHubWebhook(t *testing.T) {
 		`gantry_infra_webhook_deliveries_total{event="push",result="ignored"} 1`,
 		`gantry_infra_command_seconds_count{kind="pr_plan",result="succeeded"} 1`,
 		`gantry_infra_merge_locked{repository="live"} 0`,
+		`gantry_infra_rollbacks_held{repository="live"} 0`,
 	} {
 		require.Contains(t, metrics, line)
 	}

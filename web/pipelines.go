@@ -71,6 +71,8 @@ func PipelinesArea(svc *pipelines.Service) Area {
 			r.API(http.MethodPost, "/pipelines/:name/revisions/:revision/artifacts", s.registerArtifact, operator, auth.ScopeWrite)
 			r.API(http.MethodPost, "/pipelines/:name/revisions/:revision/retry", s.stepActionAPI(s.Pipelines.Retry), operator, auth.ScopeWrite)
 			r.API(http.MethodPost, "/pipelines/:name/revisions/:revision/skip", s.stepActionAPI(s.Pipelines.Skip), operator, auth.ScopeWrite)
+			// A host's agent reporting the end of a step it ran (runs_on: agent).
+			r.API(http.MethodPost, "/daemons/agents/:instance/steps/:step", s.apiReportAgentStep, operator, auth.ScopeAgent)
 		},
 	}
 }

@@ -194,7 +194,7 @@ func pipelineStepRow(st pipelines.StepDetail, outputURL string) pipelinesview.St
 			row.Attempt = fmt.Sprintf("attempt %d", w.Attempt)
 		}
 		row.Output, row.Reason = w.Output, w.Reason
-		if st.Kind == "command" && w.Status == models.StepRunning {
+		if st.Kind == "command" && w.Status == models.StepRunning && !st.OnAgent {
 			row.TailURL = outputURL + "?" + url.Values{"event": {st.Step.Event}, "target": {st.Step.Target}}.Encode()
 			row.TailOffset = strconv.Itoa(utf8.RuneCountInString(w.Output))
 		}

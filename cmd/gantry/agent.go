@@ -40,7 +40,14 @@ SIGTERM it stops its tasks and leaves the cluster.
 Tasks get PATH, HOME and LANG from the agent, their environment version's env,
 and GANTRY_DAEMON_TASK_ID, GANTRY_DAEMON_ENVIRONMENT and GANTRY_DAEMON_INSTANCE.
 
-  gantry agent --cluster web --attr role=web --attr zone=a`,
+With --attr host=NAME the agent also runs the pipeline steps of host NAME
+whose gantry.yaml says runs_on: agent: each once, in the agent's working
+directory, stopped at the step's timeout, its exit and output tail reported.
+Steps get PATH, HOME and LANG, GANTRY_PIPELINE, GANTRY_REVISION, GANTRY_STAGE,
+GANTRY_HOST_GROUP, GANTRY_HOST, GANTRY_ARTIFACT and GANTRY_AGENT_INSTANCE.
+
+  gantry agent --cluster web --attr role=web --attr zone=a
+  gantry agent --cluster deploy --attr host=web-1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			attributes := map[string]string{}
@@ -58,7 +65,7 @@ and GANTRY_DAEMON_TASK_ID, GANTRY_DAEMON_ENVIRONMENT and GANTRY_DAEMON_INSTANCE.
 			host, _ := os.Hostname()
 			a := &agent{api: api, log: c.stderr, wait: wait, environ: c.environ,
 				reg:   client.AgentRegistration{ID: id, Cluster: cluster, Hostname: host, Attributes: attributes},
-				procs: map[string]*taskProc{}, reported: map[string]bool{}}
+				procs: map[string]*taskProc{}, reported: map[string]bool{}, steps: map[string]bool{}}
 			return a.run(cmd.Context())
 		},
 	}
@@ -84,6 +91,9 @@ type agent struct {
 	assigned []client.AgentTask   // the last assignment, applied again when a process exits
 	procs    map[string]*taskProc // running processes by task ID
 	reported map[string]bool      // tasks whose exit was reported (never started again)
+	steps    map[string]bool      // pipeline steps started (each runs once: agent_steps.go)
+
+	stepsRunning sync.WaitGroup
 }
 
 // taskProc is one task's process.
@@ -122,6 +132,7 @@ func (a *agent) run(ctx context.Context) error {
 		default:
 			tag = got.Tag
 			a.apply(ctx, got.Tasks)
+			a.runSteps(ctx, got.Steps)
 		}
 	}
 	// Shutting down: stop every task, report, leave.
@@ -129,6 +140,7 @@ func (a *agent) run(ctx context.Context) error {
 	defer cancel()
 	a.stopAll()
 	a.waitAll(leaveCtx)
+	a.stepsRunning.Wait() // each stopped with the context, and reported
 	if err := a.api.LeaveAgent(leaveCtx, a.instanceID()); err != nil {
 		return fmt.Errorf("leaving the cluster: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -297,7 +298,9 @@ func (c *cli) infraRun(conn *serverConn) *cobra.Command {
 		Long: `gantry infra run shows a deployment run and its executions (one per Terragrunt
 unit), each after the executions it waits for: its execution id, unit, account,
 status (with the step of a running one: planning, voting or applying) and what
-it runs after. Errors of failed and aborted executions follow the table.
+it runs after. A failed run's rollbacks (which destroy the resources of new
+providers its applies introduced, in reverse order) follow in a table of their
+own. Errors of failed and aborted executions follow the tables.
 -o json prints the run as the API returns it, executions in the same order.`,
 		Example: `  gantry infra run 12
   gantry infra run 12 -o json | jq -r '.executions[] | select(.step == "voting") | .execution_id'`,
@@ -350,13 +353,21 @@ func (c *cli) printRun(d *client.RunDetail) {
 		c.printf("No executions.\n")
 		return
 	}
-	accounts := map[string]bool{}
+	var forward, rollbacks []client.Execution
 	for _, x := range d.Executions {
+		if x.IsRollback {
+			rollbacks = append(rollbacks, x)
+		} else {
+			forward = append(forward, x)
+		}
+	}
+	accounts := map[string]bool{}
+	for _, x := range forward {
 		accounts[x.AccountName] = true
 	}
 	tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXECUTION\tUNIT\tACCOUNT\tSTATUS\tAFTER")
-	for _, x := range d.Executions {
+	for _, x := range forward {
 		after := append([]string(nil), x.CfgDeps...)
 		for _, a := range x.AccountDeps {
 			if accounts[a] {
@@ -366,6 +377,15 @@ func (c *cli) printRun(d *client.RunDetail) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.ExecutionID, x.CfgPath, x.AccountName, x.State(), orDash(strings.Join(after, ", ")))
 	}
 	_ = tw.Flush()
+	if len(rollbacks) > 0 {
+		c.printf("\nrollbacks (destroy the resources of new providers; a unit's after the units that depended on it):\n")
+		tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ROLLBACK\tUNIT\tACCOUNT\tSTATUS\tAFTER")
+		for _, r := range rollbacks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ExecutionID, r.CfgPath, r.AccountName, r.State(), orDash(strings.Join(rollbackAfter(r, rollbacks), ", ")))
+		}
+		_ = tw.Flush()
+	}
 	sep := "\n"
 	for _, x := range d.Executions {
 		if x.Error != "" {
@@ -375,13 +395,32 @@ func (c *cli) printRun(d *client.RunDetail) {
 	}
 }
 
+// rollbackAfter is what rollback r waits for among a run's rollbacks: the
+// dependencies reversed, as the server orders them (the rollbacks of the
+// units, and of the accounts, that depended on r's).
+func rollbackAfter(r client.Execution, rollbacks []client.Execution) []string {
+	var after []string
+	for _, o := range rollbacks {
+		switch {
+		case o.ExecutionID == r.ExecutionID:
+		case slices.Contains(o.CfgDeps, r.CfgPath):
+			after = append(after, o.CfgPath)
+		case o.AccountName != r.AccountName && slices.Contains(o.AccountDeps, r.AccountName):
+			after = append(after, o.CfgPath+" (account "+o.AccountName+")")
+		}
+	}
+	return after
+}
+
 func (c *cli) infraExecution(conn *serverConn) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "execution EXECUTION_ID",
 		Short: "Show one execution: its state, votes, and plan and apply output",
 		Long: `gantry infra execution shows one execution of a run (what gantry infra vote
 votes on): its unit and account, status, voters and thresholds, the votes cast,
-and the plan and apply output so far. Read the plan here before voting.
+and the plan and apply output so far. Read the plan here before voting. A
+rollback shows what it destroys and, once failed, what is left in the state;
+an execution whose apply introduced providers lists their resources.
 -o json prints the execution as the API returns it.`,
 		Example: `  gantry infra execution run-42-c8c5-prod-vpc-001
   gantry infra execution run-42-c8c5-prod-vpc-001 -o json | jq -r .plan_output`,
@@ -420,6 +459,26 @@ func (c *cli) printExecution(x *client.Execution) {
 	if x.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", x.Error)
 	}
+	if len(x.NewResources) > 0 {
+		fmt.Fprintf(tw, "new providers\t%s: a rollback destroys %s\n", strings.Join(x.NewProviders, ", "), strings.Join(x.NewResources, ", "))
+	}
+	if rb := x.Rollback; rb != nil {
+		why := "its run failed"
+		if rb.Reason == client.RollbackUnitDeleted {
+			why = "a later merge deleted the unit"
+		}
+		fmt.Fprintf(tw, "rollback of\t%s (%s; from commit %s)\n", rb.RollbackOf, why, short(rb.Commit))
+		fmt.Fprintf(tw, "destroys\t%s\n", strings.Join(rb.Addresses, ", "))
+		if x.Status == client.ExecFailed {
+			fmt.Fprintf(tw, "left\t%s\n", rollbackLeft(rb))
+		}
+		switch {
+		case rb.ResolvedAt != nil:
+			fmt.Fprintf(tw, "resolved\tby %s at %s: %s\n", rb.ResolvedBy, rb.ResolvedAt.UTC().Format(time.RFC3339), orDash(rb.ResolvedReason))
+		case rb.Held:
+			fmt.Fprintf(tw, "held\twaits for an operator: retry it or mark it resolved on its page, or POST /api/v1/infra/executions/%s/rollback-retry|rollback-resolved\n", x.ExecutionID)
+		}
+	}
 	_ = tw.Flush()
 	if len(x.Votes) > 0 {
 		c.printf("\nvotes (a voter's latest counts):\n")
@@ -439,13 +498,27 @@ func (c *cli) printExecution(x *client.Execution) {
 	}
 }
 
+// rollbackLeft says what a failed rollback left in the state.
+func rollbackLeft(rb *client.Rollback) string {
+	switch {
+	case rb.Remaining == nil && rb.RemainingError != "":
+		return "unknown: " + rb.RemainingError
+	case rb.Remaining == nil:
+		return "unknown"
+	case len(rb.Remaining) == 0:
+		return "nothing"
+	}
+	return strings.Join(rb.Remaining, ", ")
+}
+
 func (c *cli) infraApprovals(conn *serverConn) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals",
 		Short: "List the executions waiting for your vote",
 		Long: `gantry infra approvals lists the executions whose plan waits for the vote of
 the token's user: their execution id, run, unit, account and how many approvals
-apply the plan. Read a plan with gantry infra execution, then vote with
+apply the plan; a rollback's unit says "(rollback)": its plan destroys the
+resources of new providers. Read a plan with gantry infra execution, then vote with
 gantry infra vote. -o json prints the executions as the API returns them.`,
 		Example: `  gantry infra approvals
   gantry infra approvals -o json | jq -r '.[].execution_id'`,
@@ -466,7 +539,11 @@ gantry infra vote. -o json prints the executions as the API returns them.`,
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "EXECUTION\tRUN\tUNIT\tACCOUNT\tAPPLIES AT")
 		for _, x := range xs {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", x.ExecutionID, x.RunID, x.CfgPath, x.AccountName, plural(x.MinApprovalCount, "approval", "approvals"))
+			unit := x.CfgPath
+			if x.IsRollback {
+				unit += " (rollback)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", x.ExecutionID, x.RunID, unit, x.AccountName, plural(x.MinApprovalCount, "approval", "approvals"))
 		}
 		return tw.Flush()
 	})

@@ -120,9 +120,26 @@ type AgentTask struct {
 	Env         map[string]string
 }
 
+// AgentStep is a pipeline host step for an agent to run once, to its
+// end: its command with the placeholders filled in, run with Env and
+// stopped after Timeout (docs/areas/pipelines.md).
+type AgentStep struct {
+	ID      uuid.UUID
+	Event   string
+	Target  string
+	Host    string
+	Attempt int
+	Command []string
+	Env     map[string]string
+	Timeout time.Duration
+}
+
 // AgentTasks is an agent's whole assignment; Tag changes whenever it does.
+// Steps are apart from Tasks so that an agent older than them ignores
+// them rather than running them as daemons.
 type AgentTasks struct {
 	Tasks             []AgentTask
+	Steps             []AgentStep
 	Tag               string
 	HeartbeatInterval time.Duration
 }
@@ -138,6 +155,10 @@ func (s *Service) Poll(ctx context.Context, instanceID, tag string, wait time.Du
 	deadline := time.Now().Add(wait)
 	var lastBeat time.Time
 	db := s.Queue.DB()
+	host := ""
+	if in, err := models.DaemonInstanceByID(ctx, db, instanceID); err == nil {
+		host = in.Attributes[models.AgentHostAttribute]
+	}
 	for {
 		if time.Since(lastBeat) >= s.heartbeatInterval()/2 {
 			if err := models.TouchDaemonInstance(ctx, db, instanceID, s.now()); errors.Is(err, models.ErrNotFound) {
@@ -147,7 +168,7 @@ func (s *Service) Poll(ctx context.Context, instanceID, tag string, wait time.Du
 			}
 			lastBeat = time.Now()
 		}
-		out, err := s.assignment(ctx, instanceID)
+		out, err := s.assignment(ctx, instanceID, host)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +183,7 @@ func (s *Service) Poll(ctx context.Context, instanceID, tag string, wait time.Du
 	}
 }
 
-func (s *Service) assignment(ctx context.Context, instanceID string) (*AgentTasks, error) {
+func (s *Service) assignment(ctx context.Context, instanceID, host string) (*AgentTasks, error) {
 	db := s.Queue.DB()
 	tasks, err := models.InstanceDaemonTasks(ctx, db, instanceID)
 	if err != nil {
@@ -191,6 +212,17 @@ func (s *Service) assignment(ctx context.Context, instanceID string) (*AgentTask
 		out.Tasks = append(out.Tasks, AgentTask{ID: t.ID, Environment: envs[t.EnvironmentID], Version: v.Number, Run: run,
 			Command: v.Command, Env: v.TaskEnv})
 		fmt.Fprintf(h, "%s:%t;", t.ID, run)
+	}
+	// The pipeline steps of the agent's host (attribute host=<name>): the
+	// waiting ones become this agent's as it polls.
+	steps, err := models.TakeAgentSteps(ctx, db, instanceID, host, s.now())
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range steps {
+		out.Steps = append(out.Steps, AgentStep{ID: st.ID, Event: st.Event, Target: st.Target, Host: st.Host, Attempt: st.Attempt,
+			Command: st.Argv, Env: st.Env, Timeout: st.Timeout()})
+		fmt.Fprintf(h, "step:%s;", st.ID)
 	}
 	out.Tag = hex.EncodeToString(h.Sum(nil))[:16]
 	return out, nil

@@ -40,6 +40,11 @@ type Spec struct {
 	PlanGet    string `json:"plan_get,omitempty"`
 	PlanSHA256 string `json:"plan_sha256,omitempty"`
 	PlanPut    string `json:"plan_put,omitempty"`
+	// OutputPut is the key the main command's standard output is stored
+	// at when it succeeds (terraform show -json, read back by Gantry: a
+	// log stream would split and interleave it); that output is then not
+	// written to the log.
+	OutputPut string `json:"output_put,omitempty"`
 }
 
 // Store is the plan store's bucket, region and endpoint.
@@ -102,7 +107,7 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 	}
 	planFile := filepath.Join(ws, "plan.tfplan")
 	var store *s3.Client
-	if spec.PlanGet != "" || spec.PlanPut != "" {
+	if spec.PlanGet != "" || spec.PlanPut != "" || spec.OutputPut != "" {
 		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(spec.Store.Region))
 		if err != nil {
 			return fail("AWS configuration for the plan store: %v", err)
@@ -144,9 +149,25 @@ func TaskMain(ctx context.Context, args []string, stdout io.Writer) int {
 			return ExitInit
 		}
 	}
-	res, err := runner.Run(ctx, runner.Command{Argv: expand(spec.Main), Dir: checkout, Env: env, Timeout: taskTimeout}, sink)
+	mainSink, captured := sink, &bytes.Buffer{}
+	if spec.OutputPut != "" {
+		mainSink = runner.SinkFunc(func(ctx context.Context, c runner.Chunk) error {
+			if c.Stream == runner.StreamStdout {
+				_, err := captured.WriteString(c.Text)
+				return err
+			}
+			return sink.Write(ctx, c)
+		})
+	}
+	res, err := runner.Run(ctx, runner.Command{Argv: expand(spec.Main), Dir: checkout, Env: env, Timeout: taskTimeout}, mainSink)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if spec.OutputPut != "" && res.ExitCode == 0 {
+		if err := PutObject(ctx, store, spec.Store.Bucket, spec.OutputPut, captured.Bytes()); err != nil {
+			return fail("storing the output: %v", err)
+		}
+		fmt.Fprintf(stdout, "gantry ecs-task: stored the output (%d bytes) at s3://%s/%s\n", captured.Len(), spec.Store.Bucket, spec.OutputPut)
 	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
 		data, err := os.ReadFile(planFile)
@@ -198,6 +219,11 @@ func PutObject(ctx context.Context, c *s3.Client, bucket, key string, data []byt
 func (r *Runner) Plan(ctx context.Context, key string) ([]byte, error) {
 	bucket, _ := r.cfg.Store()
 	return GetObject(ctx, r.s3, bucket, key)
+}
+
+// Output reads what a task stored at key of the store for Spec.OutputPut.
+func (r *Runner) Output(ctx context.Context, key string) ([]byte, error) {
+	return r.Plan(ctx, key)
 }
 
 // PlanKey is the store's key of a plan file named name

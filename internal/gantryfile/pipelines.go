@@ -62,9 +62,22 @@ type PipelineStep struct {
 	Name    string   `yaml:"name"`
 	Run     []string `yaml:"run"`
 	Timeout string   `yaml:"timeout"`
+	// RunsOn is where the command runs: "worker" (default, a Gantry
+	// worker) or "agent" (the host's own gantry agent, the one registered
+	// with attribute host=<host>).
+	RunsOn string `yaml:"runs_on"`
 
 	CommandTimeout time.Duration `yaml:"-"`
 }
+
+// Where a step's command runs.
+const (
+	RunsOnWorker = "worker"
+	RunsOnAgent  = "agent"
+)
+
+// OnAgent says whether the step's command runs on its host's agent.
+func (s PipelineStep) OnAgent() bool { return s.RunsOn == RunsOnAgent }
 
 // PipelineApproval is a gate's voters and thresholds (one each by default).
 type PipelineApproval struct {
@@ -251,6 +264,9 @@ func (v *validator) checkStage(key string, p *Pipeline, st *PipelineStage, stage
 					v.add(skey+".run", "unknown placeholder %s: use %s", ph, strings.Join(StepPlaceholders, ", "))
 				}
 			}
+		}
+		if s.RunsOn != "" && s.RunsOn != RunsOnWorker && s.RunsOn != RunsOnAgent {
+			v.add(skey+".runs_on", "must be worker (a Gantry worker runs the command) or agent (the host's gantry agent runs it) (got %q)", s.RunsOn)
 		}
 		s.CommandTimeout = v.duration(skey+".timeout", s.Timeout, p.StepTimeout)
 		if s.CommandTimeout > MaxStepTimeout {

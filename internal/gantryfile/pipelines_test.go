@@ -90,6 +90,8 @@ func TestPipelinesSectionRefusesBadInput(t *testing.T) {
 			`pipelines[0].stages[1].host_groups[0].arch: no build stage of pipeline web waits for architecture "riscv" (it has x86)`},
 		{"a step longer than an hour", "pipelines:\n  - name: web\n    stages:\n      - name: beta\n        host_groups: [{name: g, hosts: [h]}]\n        steps: [{name: deployed, run: [x], timeout: 2h}]\n",
 			"pipelines[0].stages[0].steps[0].timeout: must be at most 1h0m0s"},
+		{"a step on an unknown runner", "pipelines:\n  - name: web\n    stages:\n      - name: beta\n        host_groups: [{name: g, hosts: [h]}]\n        steps: [{name: deployed, run: [x], runs_on: host}]\n",
+			`pipelines[0].stages[0].steps[0].runs_on: must be worker (a Gantry worker runs the command) or agent (the host's gantry agent runs it) (got "host")`},
 		{"an unknown key", "pipelines:\n  - name: web\n    stages:\n      - {name: build, artefacts: [x86]}\n", "artefacts"},
 		{"a host twice", "pipelines:\n  - name: web\n    stages:\n      - name: beta\n        host_groups: [{name: g, hosts: [h, h]}]\n        steps: [{name: deployed, run: [x]}]\n",
 			`pipelines[0].stages[0].host_groups[0].hosts[1]: host "h" is listed twice`},

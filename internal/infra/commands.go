@@ -29,6 +29,10 @@ type unitCommand struct {
 	// PlanObject names the plan file in its plan store.
 	ECS        *ecsconfig.Config
 	PlanObject string
+	// OutputObject, on ECS, names where the task stores the main
+	// command's standard output, which run returns in ran.Stdout
+	// (rollback.go's shows).
+	OutputObject string
 }
 
 // expand fills a command template's placeholders. Each placeholder is
@@ -57,6 +61,9 @@ type ran struct {
 	runner.Result
 	Init bool
 	Main bool // the main command was started (an apply may have changed something)
+	// Stdout is the main command's standard output when the command
+	// asked for it (unitCommand.OutputObject) and succeeded.
+	Stdout []byte
 }
 
 // mainExit is the main command's exit code, nil when it did not run because

@@ -63,6 +63,9 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 			spec.PlanGet, spec.PlanSHA256 = key, ecsrunner.SHA256(approved)
 		}
 	}
+	if c.OutputObject != "" {
+		spec.OutputPut = r.PlanKey(c.OutputObject)
+	}
 	command, err := spec.Command()
 	if err != nil {
 		return ran{}, err
@@ -89,6 +92,11 @@ func (s *Service) runOnECS(ctx context.Context, c unitCommand, sink runner.Sink)
 		return ran{Result: runner.Result{ExitCode: 1, Duration: res.Duration, Output: res.Output}, Init: true}, nil
 	}
 	out := ran{Result: runner.Result{ExitCode: res.ExitCode, Duration: res.Duration, Output: res.Output}, Main: true}
+	if spec.OutputPut != "" && res.ExitCode == 0 {
+		if out.Stdout, err = r.Output(ctx, spec.OutputPut); err != nil {
+			return out, err
+		}
+	}
 	if spec.PlanPut != "" && (res.ExitCode == 0 || res.ExitCode == 2) {
 		plan, err := r.Plan(ctx, key)
 		var missing *types.NoSuchKey

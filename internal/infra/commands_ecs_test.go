@@ -3,6 +3,7 @@ package infra_test
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
+	"github.com/gantryhq/gantry/internal/approval"
 	"github.com/gantryhq/gantry/internal/approvals"
 	"github.com/gantryhq/gantry/internal/ecsrunner"
 	"github.com/gantryhq/gantry/internal/ecsrunner/ecstasktest"
@@ -279,4 +281,70 @@ func TestECS_abortStopsTheTask(t *testing.T) {
 	x, err := models.ExecutionByID(b.ctx, b.DB.Bun, planning.ID)
 	require.NoError(t, err)
 	require.Equal(t, models.ExecAborted, x.Status)
+}
+
+// TestECS_newProviderResourcesAreReadByTasks: on ECS, what an apply
+// introduced is read by terraform show -json run as tasks (the approved
+// plan fetched from the store by its SHA-256, the state through the
+// unit's init), their JSON stored in the plan store and read back: the
+// worker needs no access to the state.
+func TestECS_newProviderResourcesAreReadByTasks(t *testing.T) {
+	t.Parallel()
+	p := infratest.Filer(t)
+	b, f := setupECS(t, func(s *infra.Service) { s.Env = append(s.Env, p.Env()...) })
+	made := filepath.Join(t.TempDir(), "made")
+	_, run := b.merge(t, b.repo.OpenPR(8, map[string]string{
+		infratest.VPC + "/filer.tf": p.Required() + infratest.FilerFile("made", fmt.Sprintf("%q", made), `"one"`, ""),
+	}))
+	b.approve(t, run, infratest.VPC)
+	require.FileExists(t, made, "applied by the ECS task")
+	x, err := models.ExecutionByID(b.ctx, b.DB.Bun, b.mustExecution(t, run.ID, infratest.VPC).ID)
+	require.NoError(t, err)
+	recs, err := models.NewResourcesOfRun(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, recs[x.ID].Error)
+	require.Equal(t, []string{"filer_file.made"}, recs[x.ID].Addresses)
+
+	var shows []ecsrunner.Spec
+	for _, s := range taskSpecs(t, f) {
+		if s.OutputPut != "" {
+			shows = append(shows, s)
+		}
+	}
+	require.Len(t, shows, 2, "the plan's and the state's show ran as tasks")
+	require.Equal(t, []string{"terraform", "-chdir={dir}", "show", "-json", "{plan_file}"}, shows[0].Main)
+	require.NotEmpty(t, shows[0].PlanGet, "the approved plan, from the store")
+	require.Equal(t, ecsrunner.SHA256(x.PlanFile), shows[0].PlanSHA256)
+	require.Equal(t, []string{"terraform", "-chdir={dir}", "show", "-json"}, shows[1].Main)
+	require.Equal(t, "plans/"+x.ExecutionID+"/show-state.json", shows[1].OutputPut)
+	state, ok := f.S3.Object(ecstasktest.Bucket, shows[1].OutputPut)
+	require.True(t, ok)
+	require.Contains(t, string(state.Data), `"address":"filer_file.made"`)
+	require.NotContains(t, x.ApplyOutput, `"format_version"`, "the shows' JSON is not in the apply output")
+}
+
+// TestECS_failedRollbackReadsWhatIsLeftInATask: on ECS, what a failed
+// rollback left in the state is read by a show task too.
+func TestECS_failedRollbackReadsWhatIsLeftInATask(t *testing.T) {
+	t.Parallel()
+	p := infratest.Filer(t)
+	b, f := setupECS(t, func(s *infra.Service) { s.Env = append(s.Env, p.Env()...) })
+	files := filerUnit(p, infratest.VPC, t.TempDir(), true)
+	files[infratest.RDS+"/main.tf"] = failingRDS(b)
+	_, run := b.merge(t, b.repo.OpenPR(48, files))
+	b.approve(t, run, infratest.VPC)
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	recs, err := models.RollbacksOfRun(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, recs[rb.ID].RemainingError)
+	require.Contains(t, recs[rb.ID].Remaining, "filer_file.single")
+	var left []ecsrunner.Spec
+	for _, s := range taskSpecs(t, f) {
+		if s.OutputPut == "plans/"+rb.ExecutionID+"/show-left.json" {
+			left = append(left, s)
+		}
+	}
+	require.Len(t, left, 1, "what is left was read by a task")
+	require.Equal(t, run.MergeCommit, left[0].Commit)
 }

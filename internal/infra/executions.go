@@ -250,6 +250,11 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		// A rollback's destroy records nothing and ripples nothing: its run
 		// has failed, and its readers were never told of the resources.
 		created, rippled = s.afterApply(ctx, ws, x, run, repo, planFile)
+	case x.RollbackOf == nil && res.Main:
+		// A failed apply may have created some of what it introduced:
+		// recorded like a successful one's, the run's rollback destroys it.
+		plan, state, err := s.showPlanAndState(ctx, ws, x, run, repo, planFile)
+		created = newResourcesOf(x, plan, state, err)
 	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
@@ -263,6 +268,11 @@ func (s *Service) ApplyExecution(ctx context.Context, id int64) error {
 		if runErr != nil || !res.Success() {
 			if x.RollbackOf != nil {
 				if err := recordRollbackLeft(ctx, tx, x.ID, left, leftUnknown); err != nil {
+					return err
+				}
+			}
+			if created != nil {
+				if err := s.recordNewResources(ctx, tx, run, x, created); err != nil {
 					return err
 				}
 			}

@@ -37,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer, db *models.DB) *Metrics {
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30},
 		}),
 	}
-	reg.MustRegister(m.Deliveries, m.CommandSeconds, m.PlanStartDelay, newDriftCollector(db), &infraCollector{db: db,
+	reg.MustRegister(m.Deliveries, m.CommandSeconds, m.PlanStartDelay, newDriftCollector(db), newRollbackCollector(db), &infraCollector{db: db,
 		runs:       prometheus.NewDesc("gantry_infra_runs", "Deployment runs by repository and status.", []string{"repository", "status"}, nil),
 		executions: prometheus.NewDesc("gantry_infra_executions", "Executions of unfinished runs by repository and status (a running one by its step: planning, voting, applying, interrupted).", []string{"repository", "status"}, nil),
 		locked:     prometheus.NewDesc("gantry_infra_merge_locked", "1 while a deployment holds the repository's merge lock.", []string{"repository"}, nil),

@@ -20,7 +20,8 @@ import (
 // could not be read (detail: error).
 const EventNewResourcesRecorded = "execution-new-provider-resources-recorded"
 
-// newResourcesOf is what a successful apply introduced to its unit: the
+// newResourcesOf is what an apply (successful, or failed part way)
+// introduced to its unit: the
 // resources, by full address, of the providers in the unit's state after
 // the apply that were not in the state the approved plan was made against
 // (the saved plan's prior_state, so that "before" is exactly what the
@@ -48,11 +49,24 @@ func newResourcesOf(x *models.Execution, plan, state []byte, err error) *models.
 // `show -json` in one checkout and returns the outputs of the shows: in
 // a fresh checkout of the execution's commit through the same command path
 // as the apply (runIn: the unit's directory, its init, its apply role and
-// environment).
+// environment). A repository on ECS runs each show as a task of its own
+// (capturedOnECS), so the worker needs no access to the state.
 func (s *Service) showPlanAndState(ctx context.Context, ws string, x *models.Execution, run *models.Run, repo *models.Repository, planFile string) (plan, state []byte, err error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {
 		return nil, nil, err
+	}
+	if repo.ECS != nil {
+		c := unitCommand{RepoURL: repo.URL, Commit: run.MergeCommit, Unit: x.CfgPath, Init: x.InitCommand, PlanFile: planFile,
+			Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS}
+		onPlan := c
+		onPlan.Main, onPlan.PlanObject, onPlan.OutputObject = append(slices.Clone(show), "{plan_file}"), planObject(x), x.ExecutionID+"/show-plan.json"
+		if plan, err = s.capturedOnECS(ctx, onPlan); err != nil {
+			return nil, nil, err
+		}
+		c.Main, c.OutputObject = show, x.ExecutionID+"/show-state.json"
+		state, err = s.capturedOnECS(ctx, c)
+		return plan, state, err
 	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, run.MergeCommit)
 	if err != nil {
@@ -102,6 +116,30 @@ func (s *Service) captured(ctx context.Context, checkout string, c unitCommand, 
 	return []byte(stdout.String()), err
 }
 
+// capturedOnECS is captured for a repository on ECS: c runs as a task
+// that stores its main command's standard output in the plan store
+// (c.OutputObject), read back from there; a command that fails is an
+// error carrying the end of the task's log.
+func (s *Service) capturedOnECS(ctx context.Context, c unitCommand) ([]byte, error) {
+	const keep = 4 << 10
+	var tail []byte
+	sink := runner.SinkFunc(func(_ context.Context, ch runner.Chunk) error {
+		tail = append(tail, ch.Text...)
+		if len(tail) > 2*keep {
+			tail = append(tail[:0], tail[len(tail)-keep:]...)
+		}
+		return nil
+	})
+	res, err := s.runOnECS(ctx, c, sink)
+	argv := strings.Join(c.Main, " ")
+	if err == nil && !res.Success() {
+		err = errors.New(failure(argv, res, nil) + ": " + strings.TrimSpace(string(tail[max(0, len(tail)-keep):])))
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", argv, err)
+	}
+	return res.Stdout, err
+}
+
 // showCommand derives the unit's `show -json` from its apply template:
 // the same program and arguments up to the apply subcommand (terraform
 // -chdir={dir}, terragrunt run --working-dir {dir} … --), which is then
@@ -115,7 +153,7 @@ func showCommand(apply []string) ([]string, error) {
 }
 
 // recordNewResources stores what an apply introduced (rec from
-// newResources) with the execution's success, in its transaction, and
+// newResourcesOf) with the execution's outcome, in its transaction, and
 // logs it when there is something a rollback would destroy or an error.
 func (s *Service) recordNewResources(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, rec *models.NewResources) error {
 	if err := models.RecordNewResources(ctx, tx, rec); err != nil {

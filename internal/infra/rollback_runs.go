@@ -199,6 +199,9 @@ func (s *Service) rollbackEnded(ctx context.Context, tx jobs.Tx, run *models.Run
 	if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackFailed, actor, detail); err != nil {
 		return err
 	}
+	if err := tx.Enqueue(ctx, jobs.NotifyRollbackHeldArgs{ExecutionID: x.ID}, nil); err != nil {
+		return err
+	}
 	left := "what is left is unknown"
 	if rb.Remaining != nil {
 		left = plural(len(rb.Remaining), "resource") + " left"
@@ -245,17 +248,27 @@ func recordRollbackLeft(ctx context.Context, tx bun.IDB, id int64, remaining []s
 	return models.UpdateRollback(ctx, tx, rb, "remaining", "remaining_error")
 }
 
-// showState runs the unit's init and `show -json` in a checkout of commit.
+// showState runs the unit's init and `show -json` in a checkout of commit
+// (on ECS, as a task: capturedOnECS).
 func (s *Service) showState(ctx context.Context, ws string, x *models.Execution, repo *models.Repository, commit string) ([]byte, error) {
 	return s.showAt(ctx, ws, "left", x, x.ApplyRoleARN, repo, commit, "")
 }
 
 // showAt runs the unit's init and `show -json` (of planFile when given)
-// through role in a checkout of commit under ws/name.
+// through role in a checkout of commit under ws/name, or on ECS as a task
+// storing its output at <execution_id>/show-<name>.json.
 func (s *Service) showAt(ctx context.Context, ws, name string, x *models.Execution, role string, repo *models.Repository, commit, planFile string) ([]byte, error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {
 		return nil, err
+	}
+	if repo.ECS != nil {
+		c := unitCommand{RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: show,
+			Role: role, Session: x.ExecutionID, ECS: repo.ECS, OutputObject: x.ExecutionID + "/show-" + name + ".json"}
+		if planFile != "" { // the task fetches the plan the plan step stored, checked by its SHA-256
+			c.Main, c.PlanFile, c.PlanObject = append(slices.Clone(show), "{plan_file}"), planFile, planObject(x)
+		}
+		return s.capturedOnECS(ctx, c)
 	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, commit)
 	if err != nil {

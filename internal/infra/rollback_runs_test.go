@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantryhq/gantry/internal/apperr"
@@ -201,10 +202,20 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Contains(t, entries[0].Detail["remaining"], "filer_file.single")
 
+	// The operators are mailed (the voters), and the metric counts it.
+	held := heldMails(t, b, run, 1)[0]
+	require.Contains(t, held.Text, "Left in the state (")
+	require.Contains(t, held.Text, "  filer_file.single\n")
+	require.Contains(t, held.Text, servertest.BaseURL+"/infra/executions/"+rb.ExecutionID)
+	require.Contains(t, held.Text, infra.RollbackHeldExplanation)
+	reg := prometheus.NewRegistry()
+	infra.NewMetrics(reg, b.DB)
+	require.Equal(t, map[string]float64{"live": 1}, gauge(t, reg, "gantry_infra_rollbacks_held"))
+
 	locked := b.WaitStatus(t, other.Head, github.ContextMergeLock, "failure")
 	require.Equal(t, "locked by #42: its deployment is rolling back", locked.Description, "pull requests learn why they wait")
-	held := b.WaitRun(t, run.ID, models.RunRunning)
-	require.Equal(t, models.RunRunning, held.Status, "the run waits for an operator")
+	waiting := b.WaitRun(t, run.ID, models.RunRunning)
+	require.Equal(t, models.RunRunning, waiting.Status, "the run waits for an operator")
 	lock, err := models.MergeLockOf(b.ctx, b.DB.Bun, "live")
 	require.NoError(t, err)
 	require.NotNil(t, lock, "the merge lock stays held")
@@ -230,9 +241,12 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rec.Remaining, recs[rb.ID].Remaining)
 
+	require.Contains(t, heldMails(t, b, run, 2)[1].Text, "  filer_file.single\n", "failed again: mailed again")
 	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "failure")
+
 	require.NoError(t, b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceResolved, "ops@example.com", "removed by hand"))
 	b.WaitRun(t, run.ID, models.RunFailed)
+	require.Equal(t, map[string]float64{"live": 0}, gauge(t, reg, "gantry_infra_rollbacks_held"), "resolved: no longer held")
 	st = b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "success")
 	require.Equal(t, "rollback marked resolved by ops@example.com", st.Description)
 	entries, err = models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventRollbackResolved, Deployment: infra.DeploymentID(run), Limit: 10})
@@ -242,6 +256,24 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Equal(t, "removed by hand", entries[0].Detail["reason"])
 	err = b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceRetry, "ops@example.com", "")
 	require.ErrorContains(t, err, "marked resolved by ops@example.com")
+}
+
+// heldMails waits for n mails to the voter ada saying that run's rollback
+// of vpc failed, and returns them.
+func heldMails(t *testing.T, b *bundle, run *models.Run, n int) []mailtest.Message {
+	t.Helper()
+	var found []mailtest.Message
+	servertest.WaitFor(t, func() (bool, string) {
+		found = nil
+		for _, m := range b.Mail.Messages() {
+			if slices.Contains(m.To, ada) &&
+				m.Subject == fmt.Sprintf("[Gantry] Rollback of %s (%s) failed for live#%d: an operator must act", infratest.VPC, b.mustExecution(t, run.ID, infratest.VPC).AccountName, run.PRNumber) {
+				found = append(found, m)
+			}
+		}
+		return len(found) >= n, fmt.Sprintf("%d failed-rollback mails, want %d", len(found), n)
+	})
+	return found
 }
 
 // Aborting a run that rolls back ends its rollbacks' commit statuses: a
@@ -373,4 +405,38 @@ func TestRollback_rejectedExecutionRollsTheRunBack(t *testing.T) {
 		require.NoFileExists(t, filepath.Join(out, f))
 	}
 	require.Equal(t, "vpc-v1", b.repo.Output(infratest.VPC))
+}
+
+// An apply that fails part way still introduced what it created: vpc's
+// apply creates filer_file.made, then fails on filer_file.unwritable
+// (its path cannot be written). What exists is recorded as after a
+// successful apply, and the run's rollback destroys it.
+func TestRollback_failedApplyRollsBackWhatItCreated(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	made := filepath.Join(out, "made")
+	files := map[string]string{infratest.VPC + "/filer.tf": p.Required() +
+		infratest.FilerFile("made", fmt.Sprintf("%q", made), `"one"`, "") +
+		infratest.FilerFile("unwritable", `"/dev/null/unwritable"`, `"two"`, "  depends_on = [filer_file.made]\n")}
+	_, run := b.merge(t, b.repo.OpenPR(47, files))
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	vpc := b.mustExecution(t, run.ID, infratest.VPC)
+	_, err := b.Infra.Vote(b.ctx, infra.VoteInput{ExecutionID: vpc.ExecutionID, Voter: ada, Decision: "approve", Via: "api"})
+	require.NoError(t, err)
+	b.WaitExecution(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	require.FileExists(t, made, "the apply created it before it failed")
+
+	recs, err := models.NewResourcesOfRun(b.ctx, b.DB.Bun, run.ID)
+	require.NoError(t, err)
+	require.Empty(t, recs[vpc.ID].Error)
+	require.Equal(t, []string{"filer_file.made"}, recs[vpc.ID].Addresses, "what the failed apply created, not what it failed to")
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventNewResourcesRecorded, Deployment: infra.DeploymentID(run), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	b.waitRollback(t, run.ID, infratest.VPC, models.ExecSucceeded, models.StepApplying)
+	b.WaitRun(t, run.ID, models.RunFailed)
+	require.NoFileExists(t, made, "the rollback destroyed it")
 }

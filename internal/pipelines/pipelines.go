@@ -52,6 +52,10 @@ type Service struct {
 	Env []string
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// AgentDeadAfter is how long a host's agent may stay silent while it
+	// runs a step (runs_on: agent) before the step fails: the daemons
+	// area's heartbeat TTL (DefaultAgentDeadAfter when zero).
+	AgentDeadAfter time.Duration
 
 	// shapes keeps each pipeline's compiled shape by name, for as long as
 	// its definition is the one in the database: every step's job reads

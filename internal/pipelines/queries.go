@@ -368,6 +368,9 @@ type StepDetail struct {
 	Why   string
 	Work  *models.PipelineStep
 	Gate  bool
+	// OnAgent: the command runs on its host's agent, whose output comes
+	// with its end (there is none to follow meanwhile).
+	OnAgent bool
 }
 
 // Revision is the revision's page data.
@@ -408,6 +411,10 @@ func (s *Service) Revision(ctx context.Context, pipeline, revision string) (*Rev
 	for i := range work {
 		byStep[progression.Step{Event: work[i].Event, Target: work[i].Target}] = &work[i]
 	}
+	dispatches, err := models.AgentStepsOfRevision(ctx, db, rev.ID)
+	if err != nil {
+		return nil, err
+	}
 	for _, ss := range plan.Statuses(rp) {
 		info, _ := l.shape.Info(ss.Step)
 		sd := StepDetail{Step: ss.Step, Kind: kindName(info.Kind), Depth: strings.Count(ss.Step.Target, "/"),
@@ -417,6 +424,11 @@ func (s *Service) Revision(ctx context.Context, pipeline, revision string) (*Rev
 		}
 		if ss.State == progression.Running && info.Kind == progression.Artifact {
 			sd.State, sd.Why = "waiting", "waits for the "+info.Name+" artifact to be registered"
+		}
+		if ss.State == progression.Running && info.Kind == progression.Command {
+			if state, why := agentWhy(l, info, byStep[ss.Step], dispatches); state != "" {
+				sd.State, sd.Why, sd.OnAgent = state, why, true
+			}
 		}
 		d.Steps = append(d.Steps, sd)
 		if ss.State == progression.Failed {

@@ -99,6 +99,9 @@ func (s *Service) runCommand(ctx context.Context, l *loaded, rev *models.Pipelin
 		"{host}": info.Host, "{revision}": rev.Revision, "{artifact}": artifact,
 		"{pipeline}": l.row.Name, "{stage}": info.Stage, "{group}": info.HostGroup,
 	})
+	if def.OnAgent() {
+		return s.dispatchToAgent(ctx, l, rev, row, info, def, argv, artifact)
+	}
 	env := append([]string{
 		"GANTRY_PIPELINE=" + l.row.Name, "GANTRY_REVISION=" + rev.Revision, "GANTRY_STAGE=" + info.Stage,
 		"GANTRY_HOST_GROUP=" + info.HostGroup, "GANTRY_HOST=" + info.Host, "GANTRY_ARTIFACT=" + artifact,

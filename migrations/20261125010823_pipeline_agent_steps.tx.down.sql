@@ -1,0 +1,1 @@
+DROP TABLE pipeline_agent_steps;
