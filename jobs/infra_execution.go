@@ -17,6 +17,10 @@ type PlanExecutionArgs struct {
 	// instead: River lists that one as running until its rescue, and would
 	// take this one for its duplicate.
 	Requeued int64 `json:"requeued,omitempty"`
+	// Retried is the log entry of an operator's retry of a failed
+	// rollback: its plan may have failed before any approval, so only
+	// this tells the job from the first plan's.
+	Retried int64 `json:"retried,omitempty"`
 }
 
 func (PlanExecutionArgs) Kind() string                 { return "plan_execution" }

@@ -219,6 +219,9 @@ func infraExecutionDeps(x *models.Execution, siblings []models.Execution) []infr
 	if x.RollbackOf == nil {
 		return infraDepsOf(x, forward)
 	}
+	if turn := infraRollbackTurnDeps(x, rollbacks); turn != nil { // infra_rollback_order.go
+		return turn
+	}
 	var out []infraview.Dep
 	for i := range rollbacks {
 		r := &rollbacks[i]

@@ -411,4 +411,15 @@ func TestECS_failedRollbackReadsWhatIsLeftInATask(t *testing.T) {
 	}
 	require.Len(t, left, 1, "what is left was read by a task")
 	require.Equal(t, run.MergeCommit, left[0].Commit)
+
+	var scope []ecsrunner.Spec
+	for _, s := range taskSpecs(t, f) {
+		if s.OutputPut == "plans/"+rb.ExecutionID+"/show-scope.json" {
+			scope = append(scope, s)
+		}
+	}
+	require.Len(t, scope, 1, "the destroy plan was checked against the rollback's addresses by a task (rollback_scope.go)")
+	require.Equal(t, []string{"terraform", "-chdir={dir}", "show", "-json", "{plan_file}"}, scope[0].Main)
+	require.NotEmpty(t, scope[0].PlanGet, "the destroy plan, from the store")
+	require.NotEmpty(t, scope[0].PlanSHA256)
 }

@@ -56,6 +56,12 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 			ok, runErr = false, fmt.Errorf("the plan command wrote no plan file at {plan_file}: %w", err)
 		}
 	}
+	var beyond error // a rollback's plan destroying more than it says (rollback_scope.go)
+	if ok && changes && x.RollbackOf != nil {
+		if beyond = s.rollbackScope(ctx, ws, x, repo, commit, planFile); ctx.Err() != nil {
+			return fmt.Errorf("checking the destroy plan of %s: %w", x.ExecutionID, context.Cause(ctx)) // River plans again
+		}
+	}
 	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
 		run, err := models.LockRun(ctx, tx, x.RunID)
 		if err != nil {
@@ -68,6 +74,8 @@ func (s *Service) PlanExecution(ctx context.Context, id int64) error {
 		switch {
 		case !ok:
 			return s.finish(ctx, tx, run, x, false, failure("plan", res, runErr), "gantry")
+		case beyond != nil:
+			return s.finish(ctx, tx, run, x, false, beyond.Error(), "gantry")
 		case !changes:
 			x.HasChanges = &changes
 			if err := models.UpdateExecution(ctx, tx, x, "plan_exit_code", "has_changes"); err != nil {

@@ -159,10 +159,20 @@ func DeploymentID(r *models.Run) string {
 }
 
 func (s *Service) log(ctx context.Context, tx jobs.Tx, run *models.Run, target, event, actor string, detail map[string]any) error {
-	return models.AppendLog(ctx, tx, &models.LogEntry{
+	_, err := s.logged(ctx, tx, run, target, event, actor, detail)
+	return err
+}
+
+// logged is log returning the entry's id.
+func (s *Service) logged(ctx context.Context, tx jobs.Tx, run *models.Run, target, event, actor string, detail map[string]any) (int64, error) {
+	e := &models.LogEntry{
 		DeploymentID: DeploymentID(run), TargetID: target, Revision: run.MergeCommit,
 		Event: event, Actor: actor, Detail: detail,
-	})
+	}
+	if err := models.AppendLog(ctx, tx, e); err != nil {
+		return 0, err
+	}
+	return e.ID, nil
 }
 
 // workspace makes a fresh directory for one command's checkout and plan

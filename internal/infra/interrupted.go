@@ -80,7 +80,7 @@ func (s *Service) ResolveInterrupted(ctx context.Context, executionID, choice, a
 		case ChoiceApplied:
 			return s.finish(ctx, tx, run, x, true, "", actor)
 		}
-		return s.planAgain(ctx, tx, run, x, actor)
+		return s.planAgain(ctx, tx, run, x, actor, 0)
 	})
 }
 
@@ -88,7 +88,10 @@ func (s *Service) ResolveInterrupted(ctx context.Context, executionID, choice, a
 // approval is set aside (closed, its votes kept), its plan cleared, and a
 // fresh plan job queued; the new plan goes to the voters as the first did.
 // The interrupted apply's output stays until the next apply begins.
-func (s *Service) planAgain(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, actor string) error {
+// retried is the log entry of a rollback's retry (else 0): a rollback
+// whose plan failed has no approval to set aside, and without it the job
+// would be the first plan's, which River's uniqueness skips.
+func (s *Service) planAgain(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, actor string, retried int64) error {
 	var superseded int64
 	if x.ApprovalID != nil {
 		superseded = *x.ApprovalID
@@ -106,5 +109,5 @@ func (s *Service) planAgain(ctx context.Context, tx jobs.Tx, run *models.Run, x 
 		map[string]any{"cfg_path": x.CfgPath, "account": x.AccountName, "planned_again": true}); err != nil {
 		return err
 	}
-	return tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID, Superseded: superseded}, nil)
+	return tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID, Superseded: superseded, Retried: retried}, nil)
 }

@@ -132,6 +132,7 @@ type deadJobArgs struct {
 	RunID       int64 `json:"run_id"`
 	ExecutionID int64 `json:"execution_id"`
 	Superseded  int64 `json:"superseded"`
+	Retried     int64 `json:"retried"`
 	ApprovalID  int64 `json:"approval_id"`
 	PlanID      int64 `json:"plan_id"`
 	Generation  int   `json:"generation"`
@@ -198,7 +199,7 @@ func (s *Service) handOnExecution(ctx context.Context, tx jobs.Tx, q *models.Qui
 	if step == models.StepApplying {
 		return tx.Enqueue(ctx, jobs.ApplyExecutionArgs{ExecutionID: x.ID, ApprovalID: args.ApprovalID, Requeued: q.JobID}, nil)
 	}
-	return tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID, Superseded: args.Superseded, Requeued: q.JobID}, nil)
+	return tx.Enqueue(ctx, jobs.PlanExecutionArgs{ExecutionID: x.ID, Superseded: args.Superseded, Retried: args.Retried, Requeued: q.JobID}, nil)
 }
 
 // handOnScan queues again the scan of a run whose worker died, and makes
@@ -280,6 +281,9 @@ func (s *Service) AbortRun(ctx context.Context, runID int64, actor, reason strin
 		kinds := []string{jobs.PlanExecutionArgs{}.Kind(), jobs.ApplyExecutionArgs{}.Kind()}
 		for i := range xs {
 			x := &xs[i]
+			if err := s.rollbackAbortStatus(ctx, tx, run, x, actor); err != nil { // rollback_statuses.go
+				return err
+			}
 			if x.Ended() {
 				continue
 			}

@@ -274,7 +274,10 @@ func (s *Service) addRipples(ctx context.Context, tx jobs.Tx, run *models.Run, r
 }
 
 // failRippled fails a run that would end successfully when a ripple of it
-// could not be worked out: a dependent may have been left stale.
+// could not be worked out: a dependent may have been left stale. Every
+// apply succeeded, so nothing is rolled back (decision: the trunk and the
+// state agree; a rollback would destroy what was rightly applied), and
+// the run's error says so.
 func (s *Service) failRippled(ctx context.Context, tx jobs.Tx, run *models.Run, step *infrarun.Step) error {
 	if !step.Done || !step.Succeeded {
 		return nil
@@ -285,10 +288,13 @@ func (s *Service) failRippled(ctx context.Context, tx jobs.Tx, run *models.Run, 
 	}
 	step.Succeeded = false
 	if run.Error == "" {
-		run.Error = strings.Join(errs, "\n")
+		run.Error = strings.Join(errs, "\n") + "\n" + RippleFailedNoRollback
 	}
 	return nil
 }
+
+// RippleFailedNoRollback ends the error of a run failed by a ripple.
+const RippleFailedNoRollback = "Every apply succeeded, so nothing is rolled back: check the readers left out."
 
 // RippleReason says why an execution was added to its run ("" when it was
 // not): "added because <unit>'s outputs <names> changed".

@@ -317,6 +317,7 @@ func TestRipple_readerUnderNoAccount(t *testing.T) {
 	}
 	run = b.WaitRun(t, run.ID, models.RunFailed)
 	require.Contains(t, run.Error, "no account's path contains live/dev/peer: add an account for it in gantry.yaml")
+	require.Contains(t, run.Error, infra.RippleFailedNoRollback, "says why nothing is rolled back")
 	xs := b.executions(t, run.ID)
 	require.Equal(t, models.ExecSucceeded, xs[App], "app joined the run all the same")
 	require.NotContains(t, xs, peer)

@@ -60,9 +60,10 @@ func RollbackExecutionID(executionID string) string {
 	return "rollback-" + strings.TrimPrefix(executionID, "run-")
 }
 
-// destroyPlan is a plan command that destroys exactly addresses: the
-// unit's plan command with -destroy and one -target per address added at
-// its end (after the presets' `--`, Terragrunt passes them to terraform).
+// destroyPlan is a plan command that destroys addresses: the unit's plan
+// command with -destroy and one -target per address added at its end
+// (after the presets' `--`, Terragrunt passes them to terraform). Terraform
+// also destroys what depends on them: rollbackScope refuses such a plan.
 func destroyPlan(plan, addresses []string) []string {
 	out := append(slices.Clone(plan), "-destroy")
 	for _, a := range addresses {
@@ -250,31 +251,45 @@ func recordRollbackLeft(ctx context.Context, tx bun.IDB, id int64, remaining []s
 // showState runs the unit's init and `show -json` in a checkout of commit
 // (on ECS, as a task: capturedOnECS).
 func (s *Service) showState(ctx context.Context, ws string, x *models.Execution, repo *models.Repository, commit string) ([]byte, error) {
+	return s.showAt(ctx, ws, "left", x, x.ApplyRoleARN, repo, commit, "")
+}
+
+// showAt runs the unit's init and `show -json` (of planFile when given)
+// through role in a checkout of commit under ws/name, or on ECS as a task
+// storing its output at <execution_id>/show-<name>.json.
+func (s *Service) showAt(ctx context.Context, ws, name string, x *models.Execution, role string, repo *models.Repository, commit, planFile string) ([]byte, error) {
 	show, err := showCommand(x.ApplyCommand)
 	if err != nil {
 		return nil, err
 	}
 	if repo.ECS != nil {
-		return s.capturedOnECS(ctx, unitCommand{RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: show,
-			Role: x.ApplyRoleARN, Session: x.ExecutionID, ECS: repo.ECS, OutputObject: x.ExecutionID + "/show-left.json"})
+		c := unitCommand{RepoURL: repo.URL, Commit: commit, Unit: x.CfgPath, Init: x.InitCommand, Main: show,
+			Role: role, Session: x.ExecutionID, ECS: repo.ECS, OutputObject: x.ExecutionID + "/show-" + name + ".json"}
+		if planFile != "" { // the task fetches the plan the plan step stored, checked by its SHA-256
+			c.Main, c.PlanFile, c.PlanObject = append(slices.Clone(show), "{plan_file}"), planFile, planObject(x)
+		}
+		return s.capturedOnECS(ctx, c)
 	}
 	mirror, err := s.Git.Fetch(ctx, repo.URL, commit)
 	if err != nil {
 		return nil, fmt.Errorf("fetching %s: %w", commit, err)
 	}
-	checkout := filepath.Join(ws, "left")
+	checkout := filepath.Join(ws, name)
 	if err := mirror.Checkout(ctx, commit, checkout); err != nil {
 		return nil, err
 	}
 	defer func() { _ = mirror.RemoveCheckout(context.WithoutCancel(ctx), checkout) }()
 	deadline := time.Now().Add(s.commandTimeout())
-	c := unitCommand{Unit: x.CfgPath, Main: x.InitCommand, Role: x.ApplyRoleARN, Session: x.ExecutionID}
+	c := unitCommand{Unit: x.CfgPath, Main: x.InitCommand, PlanFile: planFile, Role: role, Session: x.ExecutionID}
 	if len(c.Main) > 0 {
 		if _, err := s.captured(ctx, checkout, c, deadline); err != nil {
 			return nil, err
 		}
 	}
 	c.Main = show
+	if planFile != "" {
+		c.Main = append(show, "{plan_file}")
+	}
 	return s.captured(ctx, checkout, c, deadline)
 }
 
@@ -376,7 +391,7 @@ func (s *Service) insertDeletedRollbacks(ctx context.Context, tx jobs.Tx, repo *
 	for i := range found {
 		d := &found[i]
 		rb := &models.Rollback{RollbackOf: d.of.ID, Reason: models.RollbackUnitDeleted, Commit: d.commit, Addresses: d.addrs}
-		if err := s.insertRollback(ctx, tx, repo, run, &d.of, rb, "gantry"); err != nil {
+		if err := s.insertRollback(ctx, tx, repo, run, withCurrentPolicy(repo, d.of), rb, "gantry"); err != nil {
 			return err
 		}
 	}
@@ -424,6 +439,9 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 			}
 			return apperr.New(apperr.Conflict, "Rollback %s is %s: only a failed rollback waits for this choice.", x.ExecutionID, state)
 		}
+		if run.Ended() {
+			return apperr.New(apperr.Conflict, "Run %d is %s: what its rollbacks left is an operator's to deal with by hand.", run.ID, run.Status)
+		}
 		if choice == RollbackChoiceResolved {
 			rb.ResolvedBy, rb.ResolvedReason, rb.ResolvedAt = actor, reason, ptr(s.now())
 			if err := models.UpdateRollback(ctx, tx, rb, "resolved_by", "resolved_reason", "resolved_at"); err != nil {
@@ -433,18 +451,25 @@ func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, acto
 				map[string]any{"cfg_path": x.CfgPath, "reason": reason, "remaining": rb.Remaining}); err != nil {
 				return err
 			}
+			if err := s.rollbackStatus(ctx, tx, run, x, github.StateSuccess, "rollback marked resolved by "+actor); err != nil {
+				return err
+			}
 			return s.advance(ctx, tx, run, actor)
 		}
 		// What was left stays recorded until the retry's apply says otherwise.
-		if err := s.log(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackRetried, actor,
-			map[string]any{"cfg_path": x.CfgPath, "reason": reason, "error": x.Error}); err != nil {
+		retried, err := s.logged(ctx, tx, run, ExecutionTarget(x.ExecutionID), EventRollbackRetried, actor,
+			map[string]any{"cfg_path": x.CfgPath, "reason": reason, "error": x.Error})
+		if err != nil {
 			return err
 		}
 		x.Status, x.Error, x.FinishedAt, x.ReadyAt, x.StartedAt = models.ExecRunning, "", nil, ptr(s.now()), ptr(s.now())
 		if err := models.UpdateExecution(ctx, tx, x, "status", "error", "finished_at", "ready_at", "started_at"); err != nil {
 			return err
 		}
-		return s.planAgain(ctx, tx, run, x, actor)
+		if err := s.rollbackStatus(ctx, tx, run, x, github.StatePending, "rollback retried by "+actor+": planning the destroy again"); err != nil {
+			return err
+		}
+		return s.planAgain(ctx, tx, run, x, actor, retried)
 	})
 }
 

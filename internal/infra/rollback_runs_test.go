@@ -233,6 +233,8 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	// Retried: planned again and put to the voters again; rejected this
 	// time, it fails again and keeps what was left.
 	require.NoError(t, b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceRetry, "ops@example.com", "trying once more"))
+	st = b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "pending")
+	require.Equal(t, "rollback retried by ops@example.com: planning the destroy again", st.Description)
 	require.Equal(t, approval.Rejected, b.voteRollback(t, run, infratest.VPC, "reject", 2).State)
 	b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepVoting)
 	recs, err = models.RollbacksOfRun(b.ctx, b.DB.Bun, run.ID)
@@ -240,10 +242,13 @@ func TestRollback_failedRollbackWaitsForAnOperator(t *testing.T) {
 	require.Equal(t, rec.Remaining, recs[rb.ID].Remaining)
 
 	require.Contains(t, heldMails(t, b, run, 2)[1].Text, "  filer_file.single\n", "failed again: mailed again")
+	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "failure")
 
 	require.NoError(t, b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, infra.RollbackChoiceResolved, "ops@example.com", "removed by hand"))
 	b.WaitRun(t, run.ID, models.RunFailed)
 	require.Equal(t, map[string]float64{"live": 0}, gauge(t, reg, "gantry_infra_rollbacks_held"), "resolved: no longer held")
+	st = b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "success")
+	require.Equal(t, "rollback marked resolved by ops@example.com", st.Description)
 	entries, err = models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventRollbackResolved, Deployment: infra.DeploymentID(run), Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
@@ -271,6 +276,61 @@ func heldMails(t *testing.T, b *bundle, run *models.Run, n int) []mailtest.Messa
 	return found
 }
 
+// Aborting a run that rolls back ends its rollbacks' commit statuses: a
+// rollback that had not ended is aborted (error), one held for an
+// operator says the run was aborted (never left asking for a choice
+// Gantry no longer takes), and neither can be retried or resolved.
+func TestRollback_abortEndsTheRollbackStatuses(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	files := filerUnit(p, infratest.VPC, out, false)
+	files[infratest.RDS+"/main.tf"] = failingRDS(b)
+	sha, run := b.merge(t, b.repo.OpenPR(47, files))
+	b.approve(t, run, infratest.VPC)
+	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecRunning, models.StepVoting)
+	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "pending")
+
+	require.NoError(t, b.Infra.AbortRun(b.ctx, run.ID, "ops@example.com", "taking over"))
+	b.WaitRun(t, run.ID, models.RunFailed)
+	st := b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "error")
+	require.Equal(t, "rollback aborted by ops@example.com: what it had not destroyed is left", st.Description)
+	for _, choice := range []string{infra.RollbackChoiceRetry, infra.RollbackChoiceResolved} {
+		err := b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, choice, "ops@example.com", "")
+		require.ErrorContains(t, err, "is aborted", choice)
+	}
+}
+
+// A rollback held for an operator when its run is aborted: its status
+// says so, and it can no longer be retried or marked resolved (the run
+// is over: that would start or end it again).
+func TestRollback_abortWhileARollbackIsHeld(t *testing.T) {
+	t.Parallel()
+	b, p := setupWithFiler(t)
+	out := t.TempDir()
+	files := filerUnit(p, infratest.VPC, out, true)
+	files[infratest.RDS+"/main.tf"] = failingRDS(b)
+	sha, run := b.merge(t, b.repo.OpenPR(48, files))
+	b.approve(t, run, infratest.VPC)
+	require.Equal(t, approval.Approved, b.voteRollback(t, run, infratest.VPC, "approve", 1).State)
+	rb := b.waitRollback(t, run.ID, infratest.VPC, models.ExecFailed, models.StepApplying)
+	b.WaitStatus(t, sha, infra.RollbackStatusContext(infratest.VPC), "failure")
+
+	require.NoError(t, b.Infra.AbortRun(b.ctx, run.ID, "ops@example.com", "taking over"))
+	b.WaitRun(t, run.ID, models.RunFailed)
+	servertest.WaitFor(t, func() (bool, string) {
+		st, _ := b.GitHub.Latest(sha, infra.RollbackStatusContext(infratest.VPC))
+		return st.Description == "rollback failed and its run was aborted by ops@example.com: destroy what is left by hand", st.Description
+	})
+	for _, choice := range []string{infra.RollbackChoiceRetry, infra.RollbackChoiceResolved} {
+		err := b.Infra.ResolveRollback(b.ctx, rb.ExecutionID, choice, "ops@example.com", "")
+		require.ErrorContains(t, err, "what its rollbacks left is an operator's to deal with by hand", choice)
+	}
+	entries, err := models.ListLog(b.ctx, b.DB.Bun, models.LogFilter{Event: infra.EventRunFailed, Deployment: infra.DeploymentID(run), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the run ended once")
+}
+
 // The seed's revert: a pull request adds a unit with a new provider and is
 // applied; a revert pull request deletes the unit. Its state still holds
 // the provider's resources, which Terraform could no longer destroy from
@@ -291,9 +351,13 @@ func TestRollback_revertedUnitFromTheLastCommitWhereItExisted(t *testing.T) {
 		require.FileExists(t, filepath.Join(out, f))
 	}
 
+	// The account's voters change before the revert: today's decide it.
+	b.Sync(t, b.repo.YAML("live", servertest.WebhookSecretEnv, servertest.StatusTokenEnv, []string{ada}, 1, 1))
 	revert := map[string]string{unit: ""}
 	_, run2 := b.merge(t, b.repo.OpenPR(44, revert))
 	rb := b.waitRollback(t, run2.ID, unit, models.ExecRunning, models.StepVoting)
+	require.Equal(t, []string{ada}, rb.Voters, "the account's voters now, not those of the run that applied it")
+	require.True(t, strings.HasPrefix(rb.ExecutionID, "rollback-43-"), "named after the execution it rolls back: %s", rb.ExecutionID)
 	run2 = b.WaitRun(t, run2.ID, models.RunRunning)
 	require.Equal(t, []string{unit}, run2.DeletedUnits)
 	recs, err := models.RollbacksOfRun(b.ctx, b.DB.Bun, run2.ID)

@@ -227,21 +227,7 @@ func Next(states []State) Step {
 // nextRollbacks is Next for the rollbacks alone, once the other
 // executions have ended.
 func nextRollbacks(rollbacks []State) Step {
-	// r waits on the rollbacks of the executions that depended on the one
-	// r rolls back: the dependencies, reversed. Rollbacks of one unit
-	// (several runs' resources) go newest first, one at a time.
-	deps := dependencies(rollbacks)
-	waitsOn := make(map[int64][]int64, len(rollbacks))
-	for _, r := range rollbacks {
-		for _, d := range deps[r.ID] {
-			waitsOn[d] = append(waitsOn[d], r.ID)
-		}
-		for _, o := range rollbacks {
-			if o.ID != r.ID && o.CfgPath == r.CfgPath && o.RollbackOf > r.RollbackOf {
-				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
-			}
-		}
-	}
+	waitsOn := rollbackOrder(rollbacks)
 	byID := make(map[int64]State, len(rollbacks))
 	for _, r := range rollbacks {
 		byID[r.ID] = r
@@ -404,4 +390,77 @@ func waitCycle(states []State) []string {
 		}
 	}
 	return nil
+}
+
+// rollbackOrder is what each rollback waits on: r waits on the rollbacks
+// of the units that depended on the one r rolls back (its dependencies,
+// reversed: an execution whose cfg_deps name r's unit, or whose account
+// depends on r's), and rollbacks of one unit (several runs' resources) go
+// newest first. Rollbacks of units a merge deleted carry the dependencies
+// of the runs that applied them, which may disagree (u2 read u1 in one
+// run, u1 read u2 in a later one); when the order they give has a cycle,
+// every rollback of the run goes one at a time, newest first, so that
+// something can always start.
+func rollbackOrder(rollbacks []State) map[int64][]int64 {
+	waitsOn := rollbackDeps(rollbacks)
+	if !cyclic(rollbacks, waitsOn) {
+		return waitsOn
+	}
+	for _, r := range rollbacks {
+		waitsOn[r.ID] = nil
+		for _, o := range rollbacks {
+			if o.RollbackOf > r.RollbackOf || (o.RollbackOf == r.RollbackOf && o.ID > r.ID) {
+				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
+			}
+		}
+	}
+	return waitsOn
+}
+
+// RollbacksInTurn reports whether a run's rollbacks go one at a time,
+// newest first, because their runs' dependencies disagree (rollbackOrder).
+func RollbacksInTurn(rollbacks []State) bool {
+	return cyclic(rollbacks, rollbackDeps(rollbacks))
+}
+
+// rollbackDeps is the order of rollbacks from their dependencies and,
+// for one unit, newest first.
+func rollbackDeps(rollbacks []State) map[int64][]int64 {
+	waitsOn := make(map[int64][]int64, len(rollbacks))
+	for _, r := range rollbacks {
+		for _, o := range rollbacks {
+			switch {
+			case o.ID == r.ID:
+			case o.CfgPath == r.CfgPath:
+				if o.RollbackOf > r.RollbackOf {
+					waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
+				}
+			case slices.Contains(o.CfgDeps, r.CfgPath), o.Account != r.Account && slices.Contains(o.AccountDeps, r.Account):
+				waitsOn[r.ID] = append(waitsOn[r.ID], o.ID)
+			}
+		}
+	}
+	return waitsOn
+}
+
+// cyclic reports whether edges (from each state's id) have a cycle.
+func cyclic(states []State, edges map[int64][]int64) bool {
+	mark := make(map[int64]int, len(states)) // 1: on the path, 2: done
+	var visit func(id int64) bool
+	visit = func(id int64) bool {
+		mark[id] = 1
+		for _, d := range edges[id] {
+			if mark[d] == 1 || (mark[d] == 0 && visit(d)) {
+				return true
+			}
+		}
+		mark[id] = 2
+		return false
+	}
+	for _, s := range states {
+		if mark[s.ID] == 0 && visit(s.ID) {
+			return true
+		}
+	}
+	return false
 }

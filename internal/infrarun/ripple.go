@@ -26,9 +26,15 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 	if !inRun[source] {
 		return nil, nil, fmt.Errorf("%s is not a unit of the run", source)
 	}
+	// added: the readers placed in the run; an orphan is not, and no
+	// other reader may wait for it.
 	added := map[string]bool{}
 	for _, r := range readers {
-		if !inRun[r.Path] {
+		switch {
+		case inRun[r.Path] || added[r.Path] || slices.Contains(orphans, r.Path):
+		case accountFor(accounts, r.Path) == nil:
+			orphans = append(orphans, r.Path)
+		default:
 			added[r.Path] = true
 		}
 	}
@@ -41,10 +47,6 @@ func Ripple(pr int, commit, source string, readers []Unit, run []State, ids []st
 			continue
 		}
 		acc := accountFor(accounts, r.Path)
-		if acc == nil {
-			orphans = append(orphans, r.Path)
-			continue
-		}
 		id, err := uniqueID(pr, commit, acc.Name, r.Path, rnd, used)
 		if err != nil {
 			return nil, nil, err

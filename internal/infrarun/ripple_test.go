@@ -74,6 +74,15 @@ func TestRippleErrors(t *testing.T) {
 	require.Len(t, specs, 1)
 	require.Equal(t, "live/prod/rds", specs[0].CfgPath)
 
+	// A reader that also reads the orphan waits only for what is in the
+	// run: the orphan has no execution to wait for.
+	specs, orphans, err = Ripple(7, "abcdef", "live/prod/vpc",
+		[]Unit{{Path: "live/dev/app", Deps: []string{"live/prod/vpc"}}, {Path: "live/prod/web", Deps: []string{"live/dev/app", "live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)
+	require.NoError(t, err)
+	require.Equal(t, []string{"live/dev/app"}, orphans)
+	require.Len(t, specs, 1)
+	require.Equal(t, []string{"live/prod/vpc"}, specs[0].CfgDeps)
+
 	// A reader in shared (which prod depends on) reading a prod unit:
 	// prod's waiting mq would wait for it, and it for mq.
 	_, _, err = Ripple(7, "abcdef", "live/prod/vpc", []Unit{{Path: "live/shared/peer", Deps: []string{"live/prod/mq", "live/prod/vpc"}}}, rippleRun(), nil, rippleAccounts, rnd)

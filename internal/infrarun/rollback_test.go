@@ -111,6 +111,24 @@ func TestNext_rollback(t *testing.T) {
 		states := []infrarun.State{rollbackOf(older, 20, W), rollbackOf(newer, 21, W)}
 		require.Equal(t, []int64{21}, infrarun.Next(states).Start)
 	})
+	t.Run("rollbacks of deleted units whose runs ordered them differently go one at a time, newest first", func(t *testing.T) {
+		// Run A had u2 read u1, a later run B u1 read u2; a merge deletes both.
+		states := []infrarun.State{
+			{ID: 11, CfgPath: "a/u1", Account: "a", Status: W, RollbackOf: 1},                            // run A
+			{ID: 12, CfgPath: "a/u2", Account: "a", CfgDeps: []string{"a/u1"}, Status: W, RollbackOf: 2}, // run A
+			{ID: 13, CfgPath: "a/u1", Account: "a", CfgDeps: []string{"a/u2"}, Status: W, RollbackOf: 3}, // run B
+			{ID: 14, CfgPath: "a/u2", Account: "a", Status: W, RollbackOf: 4},                            // run B
+		}
+		require.True(t, infrarun.RollbacksInTurn(states))
+		require.False(t, infrarun.RollbacksInTurn(states[:2]), "one run's order has no cycle")
+		for _, want := range []int64{14, 13, 12, 11} {
+			step := infrarun.Next(states)
+			require.False(t, step.Done)
+			require.Equal(t, []int64{want}, step.Start)
+			states[slices.IndexFunc(states, func(s infrarun.State) bool { return s.ID == want })].Status = S
+		}
+		require.True(t, infrarun.Next(states).Done)
+	})
 	t.Run("an aborted or rejected execution also rolls the run back", func(t *testing.T) {
 		step := infrarun.Next(rollbackChain(S, S, A, S))
 		require.Equal(t, []int64{1, 2, 4}, step.RollBack)
@@ -236,4 +254,90 @@ func TestNext_rollbackProperties(t *testing.T) {
 		}
 	}
 	require.Greater(t, rolled, 50, "the random runs rolled back something")
+}
+
+// Properties of the rollbacks of units a merge deleted, several of one
+// unit, from earlier runs that each ordered the units its own way (random
+// dependencies; in half the cases each run in a random direction): the
+// rollbacks of one unit go newest first; when the runs agree (one
+// direction for all), a rollback starts only after
+// the rollbacks of the units that depended on its unit have ended; and
+// the run always ends, failed rollbacks resolved by an operator.
+func TestNext_rollbacksOfSeveralRunsProperties(t *testing.T) {
+	t.Parallel()
+	cycles := 0
+	for seed := range uint64(500) {
+		rnd := rand.New(rand.NewPCG(seed, 11))
+		paths := []string{"a/u1", "a/u2", "a/u3", "b/u4"}
+		var states []infrarun.State
+		agree := rnd.IntN(2) == 0
+		order := rnd.Perm(len(paths)) // the dependency direction of the first run
+		for run := range 2 + rnd.IntN(3) {
+			if !agree && run > 0 {
+				order = rnd.Perm(len(paths))
+			}
+			// The run's units: a random subset; each may read those before it in order.
+			var in []string
+			for _, k := range order {
+				if rnd.IntN(3) > 0 {
+					in = append(in, paths[k])
+				}
+			}
+			for i, p := range in {
+				var deps []string
+				for _, q := range in[:i] {
+					if rnd.IntN(2) == 0 {
+						deps = append(deps, q)
+					}
+				}
+				id := int64(len(states) + 1)
+				states = append(states, infrarun.State{ID: 100 + id, CfgPath: p, Account: p[:1], CfgDeps: deps, Status: infrarun.Waiting, RollbackOf: id})
+			}
+		}
+		if len(states) == 0 {
+			continue
+		}
+		// dependedOn: o's unit depended on r's in o's run.
+		dependedOn := func(r, o infrarun.State) bool { return o.CfgPath != r.CfgPath && slices.Contains(o.CfgDeps, r.CfgPath) }
+		ended := func(s infrarun.State) bool {
+			return s.Status == infrarun.Succeeded || (s.Status == infrarun.Failed && s.Resolved)
+		}
+		if !agree {
+			cycles++
+		}
+		for round := 0; ; round++ {
+			require.Less(t, round, 100, "seed %d: the run never ends", seed)
+			step := infrarun.Next(states)
+			if step.Done {
+				for _, s := range states {
+					require.True(t, ended(s), "seed %d: done with %d %s", seed, s.ID, s.Status)
+				}
+				break
+			}
+			require.True(t, len(step.Start) > 0 || len(step.Held) > 0, "seed %d: stuck: nothing starts, nothing is held (%+v)", seed, states)
+			for _, id := range step.Held {
+				states[slices.IndexFunc(states, func(s infrarun.State) bool { return s.ID == id })].Resolved = true
+			}
+			for _, id := range step.Start {
+				r := states[slices.IndexFunc(states, func(s infrarun.State) bool { return s.ID == id })]
+				for _, o := range states {
+					if o.CfgPath == r.CfgPath && o.RollbackOf > r.RollbackOf {
+						require.True(t, ended(o), "seed %d: an older rollback of %s started before a newer one ended", seed, r.CfgPath)
+					}
+					if agree && dependedOn(r, o) {
+						require.True(t, ended(o), "seed %d: the rollback of %s started before that of %s, which depended on it", seed, r.CfgPath, o.CfgPath)
+					}
+				}
+			}
+			// What started ends now, one in four failing (then resolved).
+			for _, id := range step.Start {
+				s := &states[slices.IndexFunc(states, func(s infrarun.State) bool { return s.ID == id })]
+				s.Status = infrarun.Succeeded
+				if rnd.IntN(4) == 0 {
+					s.Status = infrarun.Failed
+				}
+			}
+		}
+	}
+	require.Greater(t, cycles, 100, "the random runs disagreed often")
 }
