@@ -57,10 +57,10 @@ func InfraArea(svc *infra.Service) Area {
 			r.Page(http.MethodGet, "/infra/executions/:execution_id/output", s.executionOutputTail, viewer)
 			r.Page(http.MethodPost, "/infra/executions/:execution_id/vote", s.voteForm, approver)
 			for _, choice := range infraInterruptedChoices {
-				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.resolveInterruptedForm(choice.Choice), operator)
+				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.executionChoiceForm(choice.Choice, choice.Done, s.Infra.ResolveInterrupted), operator)
 			}
 			for _, choice := range infraRollbackChoices {
-				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.resolveRollbackForm(choice.Choice), operator)
+				r.Page(http.MethodPost, "/infra/executions/:execution_id/"+choice.Path, s.executionChoiceForm(choice.Choice, choice.Done, s.Infra.ResolveRollback), operator)
 			}
 			r.Page(http.MethodGet, "/infra/plans/:id", s.planPage, viewer)
 			r.Page(http.MethodGet, "/infra/plans/:id/output", s.planOutputTail, viewer)

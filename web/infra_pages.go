@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -342,22 +343,17 @@ func infraInterruptedView(x *models.Execution, user *models.User) infraview.Inte
 	return v
 }
 
-// resolveInterruptedForm is an operator's choice for an interrupted apply,
-// from its page or its run's.
-func (s *infraHandlers) resolveInterruptedForm(choice string) echo.HandlerFunc {
-	done := ""
-	for _, c := range infraInterruptedChoices {
-		if c.Choice == choice {
-			done = c.Done
-		}
-	}
+// executionChoiceForm answers an operator's choice on an execution's page
+// (an interrupted apply, a failed rollback): resolve carries it out, and the
+// page says done, or why it was refused.
+func (s *infraHandlers) executionChoiceForm(choice, done string, resolve func(ctx context.Context, executionID, choice, actor, reason string) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		x, err := s.executionParam(c)
 		if err != nil {
 			return err
 		}
 		to := pageurl.Execution(x.ExecutionID)
-		err = s.Infra.ResolveInterrupted(c.Request().Context(), x.ExecutionID, choice, principalOf(c).Actor(), c.FormValue("reason"))
+		err = resolve(c.Request().Context(), x.ExecutionID, choice, principalOf(c).Actor(), c.FormValue("reason"))
 		if err != nil {
 			var ae *apperr.Error
 			if errors.As(err, &ae) && ae.Code != apperr.Internal {

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/uptrace/bun"
 
-	"github.com/gantryhq/gantry/internal/apperr"
 	"github.com/gantryhq/gantry/internal/infra"
 	"github.com/gantryhq/gantry/internal/pageurl"
 	"github.com/gantryhq/gantry/models"
@@ -242,33 +240,6 @@ func infraExecutionDeps(x *models.Execution, siblings []models.Execution) []infr
 		out = append(out, infraview.Dep{Path: r.CfgPath, URL: pageurl.Execution(r.ExecutionID), State: infraExecState(r), Why: why})
 	}
 	return out
-}
-
-// resolveRollbackForm is an operator's choice for a failed rollback, from
-// its page or its run's.
-func (s *infraHandlers) resolveRollbackForm(choice string) echo.HandlerFunc {
-	done := ""
-	for _, c := range infraRollbackChoices {
-		if c.Choice == choice {
-			done = c.Done
-		}
-	}
-	return func(c echo.Context) error {
-		x, err := s.executionParam(c)
-		if err != nil {
-			return err
-		}
-		to := pageurl.Execution(x.ExecutionID)
-		err = s.Infra.ResolveRollback(c.Request().Context(), x.ExecutionID, choice, principalOf(c).Actor(), c.FormValue("reason"))
-		if err != nil {
-			var ae *apperr.Error
-			if errors.As(err, &ae) && ae.Code != apperr.Internal {
-				return s.redirectWithFlash(c, to, false, ae.Error())
-			}
-			return err
-		}
-		return s.redirectWithFlash(c, to, true, done)
-	}
 }
 
 // apiResolveRollback is an operator's choice for a failed rollback: the

@@ -2,10 +2,6 @@ package ecsfake
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,18 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/gantryhq/gantry/internal/awstest/sigv4check"
 )
 
 // TargetPrefix is X-Amz-Target's prefix: ECS's service name and API version.
 const TargetPrefix = "AmazonEC2ContainerServiceV20141113."
 
-const (
-	contentType   = "application/x-amz-json-1.1"
-	amzDateFormat = "20060102T150405Z"
-	maxClockSkew  = 5 * time.Minute
-)
+const contentType = "application/x-amz-json-1.1"
 
 // operation runs one call; it is given the request body and returns the
 // response document, with the server's lock held.
@@ -149,75 +140,12 @@ func decode(body []byte, v any) *apiError {
 	return nil
 }
 
-// authenticate checks the SigV4 signature: the credential scope names this
-// server's key, region and the service ecs, the date is within the clock
-// skew ECS allows, and the signature is the one the SDK's signer makes
-// over the signed headers with the secret.
+// authenticate checks the request's Signature Version 4 as ECS does
+// (sigv4check), for the server's key, region and the service ecs.
 func (s *Server) authenticate(r *http.Request, body []byte, now time.Time) *apiError {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return &apiError{status: http.StatusBadRequest, code: "MissingAuthenticationTokenException", message: "Missing Authentication Token"}
-	}
-	rest, ok := strings.CutPrefix(h, "AWS4-HMAC-SHA256 ")
-	if !ok {
-		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException", message: "Unsupported AWS 'algorithm'"}
-	}
-	var credential, signed, signature string
-	for part := range strings.SplitSeq(rest, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "Credential":
-			credential = v
-		case "SignedHeaders":
-			signed = v
-		case "Signature":
-			signature = v
-		}
-	}
-	scope := strings.Split(credential, "/")
-	if len(scope) != 5 || scope[4] != "aws4_request" || signed == "" || signature == "" {
-		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException", message: "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters."}
-	}
-	if scope[0] != s.keyID {
-		return &apiError{status: http.StatusBadRequest, code: "UnrecognizedClientException", message: "The security token included in the request is invalid."}
-	}
-	if scope[2] != s.region || scope[3] != "ecs" {
-		return &apiError{status: http.StatusBadRequest, code: "InvalidSignatureException", message: fmt.Sprintf("Credential should be scoped to a valid region and the service ecs, not %s/%s.", scope[2], scope[3])}
-	}
-	signedAt, err := time.Parse(amzDateFormat, r.Header.Get("X-Amz-Date"))
-	if err != nil || signedAt.Format("20060102") != scope[1] {
-		return &apiError{status: http.StatusBadRequest, code: "IncompleteSignatureException", message: "X-Amz-Date is missing or does not match the credential scope."}
-	}
-	if d := now.Sub(signedAt); d > maxClockSkew || d < -maxClockSkew {
-		return &apiError{status: http.StatusBadRequest, code: "InvalidSignatureException", message: "Signature expired: " + r.Header.Get("X-Amz-Date") + " is not within 5 minutes of the server's time."}
-	}
-	if !s.signatureMatches(r, body, scope[2], strings.Split(signed, ";"), signedAt) {
-		return &apiError{status: http.StatusBadRequest, code: "InvalidSignatureException", message: "The request signature we calculated does not match the signature you provided."}
+	v := sigv4check.Verifier{KeyID: s.keyID, Secret: s.secret, Region: s.region, Service: "ecs"}
+	if f := v.Check(r, body, now); f != nil {
+		return &apiError{status: f.Status, code: f.Code, message: f.Message}
 	}
 	return nil
-}
-
-func (s *Server) signatureMatches(r *http.Request, body []byte, region string, signedHeaders []string, signedAt time.Time) bool {
-	req, err := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
-	if err != nil {
-		return false
-	}
-	for _, name := range signedHeaders {
-		switch name {
-		case "host", "x-amz-date", "x-amz-security-token":
-			// the signer sets these from the URL, the time and the credentials
-		case "content-length":
-			req.ContentLength = r.ContentLength
-		default:
-			if v := r.Header.Values(name); len(v) > 0 {
-				req.Header[http.CanonicalHeaderKey(name)] = v
-			}
-		}
-	}
-	sum := sha256.Sum256(body)
-	creds := aws.Credentials{AccessKeyID: s.keyID, SecretAccessKey: s.secret}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "ecs", region, signedAt); err != nil {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(req.Header.Get("Authorization")), []byte(r.Header.Get("Authorization"))) == 1
 }

@@ -1,5 +1,5 @@
 // Package sigv4check verifies AWS Signature Version 4 on requests that
-// in-test AWS endpoints (logsfake, s3fake) receive, the way the services
+// in-test AWS endpoints (ecsfake, logsfake, s3fake) receive, the way the services
 // do: the credential scope names the server's key, region and service, the
 // date is within five minutes of the server's clock, and the signature is
 // the one aws-sdk-go-v2's own signer makes over the signed headers with the
