@@ -42,27 +42,10 @@ func (s *Service) interrupt(ctx context.Context, tx jobs.Tx, run *models.Run, x 
 // votes set aside, the voters asked again). The choice is logged with who
 // made it and why, under the run's lock as votes and aborts are.
 func (s *Service) ResolveInterrupted(ctx context.Context, executionID, choice, actor, reason string) error {
-	reason = strings.TrimSpace(reason)
-	if len(reason) > approvals.MaxComment {
-		return apperr.Field("reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), approvals.MaxComment))
-	}
-	switch choice {
-	case ChoiceFailed, ChoiceApplied, ChoicePlanAgain:
-	default:
+	if choice != ChoiceFailed && choice != ChoiceApplied && choice != ChoicePlanAgain {
 		return apperr.Field("choice", fmt.Sprintf("must be %s, %s or %s", ChoiceFailed, ChoiceApplied, ChoicePlanAgain))
 	}
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		x, err := models.ExecutionByExecutionID(ctx, tx, executionID)
-		if err != nil {
-			return notFound(err, "execution "+executionID)
-		}
-		run, err := models.LockRun(ctx, tx, x.RunID)
-		if err != nil {
-			return err
-		}
-		if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil {
-			return err
-		}
+	return s.operatorChoice(ctx, executionID, reason, func(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, reason string) error {
 		if x.Status != models.ExecRunning || x.Step != models.StepInterrupted {
 			return apperr.New(apperr.Conflict, "Execution %s is %s: only an interrupted apply waits for this choice.", x.ExecutionID, describe(x))
 		}
@@ -81,6 +64,32 @@ func (s *Service) ResolveInterrupted(ctx context.Context, executionID, choice, a
 			return s.finish(ctx, tx, run, x, true, "", actor)
 		}
 		return s.planAgain(ctx, tx, run, x, actor, 0)
+	})
+}
+
+// operatorChoice is the frame of an operator's choice on an execution (an
+// interrupted apply, a failed rollback): the reason checked, then, under the
+// run's lock as votes and aborts are, choose with the run and the
+// execution as they are now.
+func (s *Service) operatorChoice(ctx context.Context, executionID, reason string,
+	choose func(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, reason string) error) error {
+	reason = strings.TrimSpace(reason)
+	if len(reason) > approvals.MaxComment {
+		return apperr.Field("reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), approvals.MaxComment))
+	}
+	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
+		x, err := models.ExecutionByExecutionID(ctx, tx, executionID)
+		if err != nil {
+			return notFound(err, "execution "+executionID)
+		}
+		run, err := models.LockRun(ctx, tx, x.RunID)
+		if err != nil {
+			return err
+		}
+		if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil {
+			return err
+		}
+		return choose(ctx, tx, run, x, reason)
 	})
 }
 

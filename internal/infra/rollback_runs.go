@@ -404,27 +404,10 @@ func (s *Service) insertDeletedRollbacks(ctx context.Context, tx jobs.Tx, repo *
 // operator dealt with what is left) so the rollbacks waiting for it go on
 // and the run can end. The choice is logged with who made it and why.
 func (s *Service) ResolveRollback(ctx context.Context, executionID, choice, actor, reason string) error {
-	reason = strings.TrimSpace(reason)
-	if len(reason) > approvals.MaxComment {
-		return apperr.Field("reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), approvals.MaxComment))
-	}
-	switch choice {
-	case RollbackChoiceRetry, RollbackChoiceResolved:
-	default:
+	if choice != RollbackChoiceRetry && choice != RollbackChoiceResolved {
 		return apperr.Field("choice", fmt.Sprintf("must be %s or %s", RollbackChoiceRetry, RollbackChoiceResolved))
 	}
-	return s.Queue.InTx(ctx, func(ctx context.Context, tx jobs.Tx) error {
-		x, err := models.ExecutionByExecutionID(ctx, tx, executionID)
-		if err != nil {
-			return notFound(err, "execution "+executionID)
-		}
-		run, err := models.LockRun(ctx, tx, x.RunID)
-		if err != nil {
-			return err
-		}
-		if x, err = models.ExecutionByID(ctx, tx, x.ID); err != nil {
-			return err
-		}
+	return s.operatorChoice(ctx, executionID, reason, func(ctx context.Context, tx jobs.Tx, run *models.Run, x *models.Execution, reason string) error {
 		if x.RollbackOf == nil {
 			return apperr.New(apperr.Conflict, "Execution %s is not a rollback.", x.ExecutionID)
 		}
